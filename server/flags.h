@@ -1,0 +1,53 @@
+// Flags: a small command-line parser where every flag has a TURNSTILE_*
+// environment variable; a flag on the command line wins over the variable,
+// which wins over the default. Not thread-safe (parse once at start).
+#ifndef TURNSTILE_SERVER_FLAGS_H_
+#define TURNSTILE_SERVER_FLAGS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace turnstile {
+
+// "250ms", "10s", "2m", "1h"; a bare number is seconds.
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text);
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string program) : program_(std::move(program)) {}
+
+  // `name` without dashes ("zk-root"); the variable is TURNSTILE_ZK_ROOT.
+  void String(const std::string& name, std::string* target, const std::string& help);
+  void Int(const std::string& name, int64_t* target, const std::string& help);
+  void Duration(const std::string& name, std::chrono::milliseconds* target,
+                const std::string& help);
+
+  // Applies environment variables, then argv (--name=value or --name value).
+  // Returns the positional arguments. Sets *help_requested on --help/-h.
+  absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
+                                                 bool* help_requested);
+  std::string Usage() const;
+  static std::string EnvName(const std::string& flag);
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string help;
+    std::string default_text;
+    std::function<absl::Status(const std::string&)> set;
+  };
+  Flag* Find(const std::string& name);
+
+  std::string program_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_FLAGS_H_

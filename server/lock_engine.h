@@ -1,0 +1,247 @@
+// LockEngine: fair, herd-free locks over one ZooKeeper session.
+//
+// One Contender per Acquire: an EPHEMERAL_SEQUENTIAL node under the lock's
+// CONTAINER node, listed once, then advanced by watching exactly the node that
+// blocks it (see ordering.h). The engine is a state machine per contender
+// driven by ZooKeeper completions, watches, session events and timers; it
+// never blocks those threads. All state is guarded by one mutex; events reach
+// sinks outside it, in the order they were produced. Thread-safe.
+//
+// Knowledge shared on this replica: when a local contender learns that nodes
+// are gone (its own release, a grant, a missing predecessor), every local
+// waiter on that lock prunes them at once, so positions shrink and a handoff
+// between local contenders costs no extra ZooKeeper reads.
+#ifndef TURNSTILE_SERVER_LOCK_ENGINE_H_
+#define TURNSTILE_SERVER_LOCK_ENGINE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/lock_name.h"
+#include "server/timer_queue.h"
+#include "server/zk_session.h"
+
+namespace turnstile {
+
+using Millis = std::chrono::milliseconds;
+
+struct AcquireParams {
+  std::string name;
+  std::string owner;
+  std::map<std::string, std::string> metadata;
+  Millis wait_timeout{0};  // 0 = try once
+  Millis ttl{0};           // 0 = no lease TTL
+  ContenderKind kind = ContenderKind::kExclusive;
+};
+
+enum class LostReason { kSessionExpired, kLeaseExpired, kDeleted, kShutdown };
+const char* LostReasonName(LostReason r);
+
+struct LockEvent {
+  enum class Type { kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased };
+  Type type = Type::kQueued;
+  // kQueued
+  int64_t position = 0;
+  int64_t ahead = 0;
+  // kAcquired
+  std::string lease_id;
+  uint64_t fencing_token = 0;
+  Millis valid_for{0};
+  Millis session_timeout{0};
+  // kSuspended
+  Millis safe_for{0};
+  // kLost
+  LostReason reason = LostReason::kSessionExpired;
+  std::string message;
+};
+
+// Receives one contender's events. Called outside the engine's lock, never
+// concurrently for one sink. OnFinish is called exactly once and last, unless
+// the contender was abandoned (then nothing more is called).
+class ContenderSink {
+ public:
+  virtual ~ContenderSink() = default;
+  virtual void OnEvent(const LockEvent& event) = 0;
+  // OK after RELEASED or LOST; otherwise why the wait ended without the lock.
+  virtual void OnFinish(const absl::Status& status) = 0;
+};
+
+struct EngineLimits {
+  size_t max_owner_bytes = 128;
+  size_t max_metadata_entries = 16;
+  size_t max_metadata_key_bytes = 64;
+  size_t max_metadata_value_bytes = 256;
+  Millis max_wait_timeout{3600 * 1000};
+  Millis min_ttl{500};
+  Millis max_ttl{3600 * 1000};
+  // Contenders (holders and waiters) on one lock, cluster-wide.
+  size_t max_contenders_per_lock = 1000;
+  size_t max_keepalive_leases = 100;
+};
+
+struct EngineOptions {
+  std::string root = "/turnstile";
+  std::string replica_id = "turnstiled";
+  EngineLimits limits;
+};
+
+struct ContenderView {
+  ContenderInfo info;
+  ContenderKind kind = ContenderKind::kExclusive;
+  int64_t since_unix_ms = 0;
+  uint64_t fencing_token = 0;
+  int64_t position = 0;
+};
+struct LockDescription {
+  std::string name;
+  std::vector<ContenderView> holders;
+  std::vector<ContenderView> waiters;
+};
+struct LockList {
+  std::vector<std::string> names;
+  bool truncated = false;
+};
+
+// Counters for tests and metrics.
+struct EngineStats {
+  uint64_t granted = 0;
+  uint64_t timed_out = 0;
+  uint64_t not_acquired_try_once = 0;
+  uint64_t lost = 0;
+  uint64_t released = 0;
+  uint64_t requeued_after_expiry = 0;
+  uint64_t recovered_creates = 0;  // found their own node after a lost reply
+  size_t contenders = 0;           // local contenders with any state
+  size_t holders = 0;
+};
+
+class LockEngine {
+ public:
+  // `zk` and `timers` must outlive the engine. Installs the session listener:
+  // construct the engine before calling zk->Start().
+  LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options);
+  ~LockEngine();
+  LockEngine(const LockEngine&) = delete;
+  LockEngine& operator=(const LockEngine&) = delete;
+
+  // Validates `params` (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE)
+  // before touching ZooKeeper, then starts contending. Returns the
+  // contender id used by Release/Abandon.
+  absl::StatusOr<uint64_t> Open(const AcquireParams& params,
+                                std::shared_ptr<ContenderSink> sink);
+  // The client asked to release (or to stop waiting): RELEASED if held,
+  // then OnFinish(OK); a waiter gets OnFinish(CANCELLED). The node is deleted.
+  void Release(uint64_t id);
+  // The client is gone: delete the node, call nothing more on the sink.
+  void Abandon(uint64_t id);
+
+  void ReleaseLease(const std::string& lease_id,
+                    std::function<void(absl::Status)> done);
+  // Renews a lease; `done` gets how long it is valid from now.
+  void KeepAlive(const std::string& lease_id,
+                 std::function<void(absl::StatusOr<Millis>)> done);
+  void Describe(const std::string& name,
+                std::function<void(absl::StatusOr<LockDescription>)> done);
+  void List(const std::string& prefix, int limit,
+            std::function<void(absl::StatusOr<LockList>)> done);
+
+  // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
+  void BeginDrain();
+  // After the drain timeout: every remaining holder gets LOST(SHUTDOWN).
+  void EndDrain();
+
+  // Serving = connected to ZooKeeper, root present, not draining.
+  bool serving() const;
+  // Called (outside the lock) whenever serving() changes.
+  void SetServingListener(std::function<void(bool)> listener);
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  enum class State {
+    kPendingCreate,  // no node; create not yet issued (no session)
+    kCreating,       // create in flight
+    kCreateUnknown,  // create's reply lost: search for our node by uid
+    kListing,        // getChildren in flight
+    kWaiting,        // watching the node that blocks us
+    kHeld,
+    kDeleting,       // ending: deleting our node
+  };
+  struct Contender;
+  using ContenderPtr = std::unique_ptr<Contender>;
+
+  void OnSessionEvent(SessionEvent e);
+  void Bootstrap();
+  void EnsurePath(size_t index, std::vector<std::string> paths);
+  void Heartbeat();
+
+  void Step(Contender* c);
+  void IssueCreate(Contender* c);
+  void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path, const ZkStat& stat);
+  void SearchOwnNode(Contender* c);
+  void IssueList(Contender* c);
+  void OnChildren(Contender* c, const std::vector<std::string>& children);
+  void Advance(Contender* c);
+  void Arm(Contender* c);
+  void Grant(Contender* c);
+  void ArmOwn(Contender* c);
+  void RenewTtl(Contender* c);
+  void Lose(Contender* c, LostReason reason, const std::string& message);
+  void FailWait(Contender* c, const absl::Status& status);
+  void EndContender(Contender* c);
+  void IssueDelete(Contender* c);
+  void Forget(Contender* c);
+  void Stall(Contender* c);
+  void NoteGone(const std::string& segment, const std::string& node);
+  void NoteAllBefore(const std::string& segment, int32_t seq);
+  Contender* Find(uint64_t id, uint64_t gen);
+  Contender* FindByPath(const std::string& path);
+  Millis SafeFor() const;
+  void UpdateServing();
+
+  // Queues `fn` to run after the lock is released, in order.
+  void Later(std::function<void()> fn);
+  void Emit(Contender* c, LockEvent e);
+  void Finish(Contender* c, absl::Status status);
+  // Runs queued work outside the lock; call after every locked section.
+  void Deliver();
+
+  ZkSession* const zk_;
+  TimerQueue* const timers_;
+  const EngineOptions options_;
+
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 0;                                   // GUARDED_BY(mu_)
+  std::map<uint64_t, ContenderPtr> contenders_;            // GUARDED_BY(mu_)
+  std::map<std::string, std::set<uint64_t>> by_lock_;      // GUARDED_BY(mu_)
+  std::unordered_map<std::string, uint64_t> by_path_;      // GUARDED_BY(mu_)
+  bool connected_ = false;                                 // GUARDED_BY(mu_)
+  bool bootstrapped_ = false;                              // GUARDED_BY(mu_)
+  bool draining_ = false;                                  // GUARDED_BY(mu_)
+  bool last_serving_ = false;                              // GUARDED_BY(mu_)
+  uint64_t session_epoch_ = 0;                             // GUARDED_BY(mu_)
+  TimerQueue::Clock::time_point last_alive_;               // GUARDED_BY(mu_)
+  TimerQueue::TimerId suspend_timer_ = 0;                  // GUARDED_BY(mu_)
+  TimerQueue::TimerId heartbeat_timer_ = 0;                // GUARDED_BY(mu_)
+  std::function<void(bool)> serving_listener_;             // GUARDED_BY(mu_)
+  EngineStats stats_;                                      // GUARDED_BY(mu_)
+  std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
+  bool shut_down_ = false;                                 // GUARDED_BY(mu_)
+
+  std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_LOCK_ENGINE_H_

@@ -1,0 +1,484 @@
+#include "server/lock_name.h"
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace turnstile {
+
+namespace {
+
+constexpr char kHexDigits[] = "0123456789ABCDEF";
+
+// Value of an uppercase hex digit, or -1. Lowercase is rejected on purpose:
+// accepting it would give one byte two spellings and break canonicity.
+int UpperHexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void AppendEscaped(unsigned char b, std::string* out) {
+  out->push_back('%');
+  out->push_back(kHexDigits[b >> 4]);
+  out->push_back(kHexDigits[b & 0xF]);
+}
+
+// Reads "%XX" at s[i]; on success stores the byte and returns true.
+bool ReadEscape(absl::string_view s, size_t i, unsigned char* b) {
+  if (s.size() - i < 3) return false;  // REQUIRES: i < s.size()
+  const int hi = UpperHexValue(s[i + 1]);
+  const int lo = UpperHexValue(s[i + 2]);
+  if (hi < 0 || lo < 0) return false;
+  *b = static_cast<unsigned char>(hi * 16 + lo);
+  return true;
+}
+
+// A printable rendering of untrusted input for error messages.
+std::string Quote(absl::string_view s) {
+  constexpr size_t kMaxQuoted = 64;
+  if (s.size() > kMaxQuoted) {
+    return absl::StrCat("\"", absl::CHexEscape(s.substr(0, kMaxQuoted)),
+                        "\"...");
+  }
+  return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+}
+
+// ---------------------------------------------------------------------------
+// Lock names
+
+// The bytes that may appear literally in an encoded segment. All are ASCII
+// and none is '/', '%' or a control character, so the segment is always a
+// single, valid ZooKeeper path component.
+bool IsLockNameSafeByte(unsigned char b) {
+  if (absl::ascii_isalnum(b)) return true;
+  switch (b) {
+    case '_': case '-': case '.': case ':': case '@':
+    case '+': case '=': case ',': case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool AllDots(absl::string_view s) {
+  return !s.empty() && s.find_first_not_of('.') == absl::string_view::npos;
+}
+
+// Decodes one UTF-8 sequence at s[*i], advancing *i. Rejects overlong forms,
+// surrogates and values above U+10FFFF, so only shortest-form Unicode
+// scalar values are accepted.
+bool NextCodePoint(absl::string_view s, size_t* i, uint32_t* cp) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(*i);
+  size_t len;
+  uint32_t value;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b0 < 0x80) {
+    *cp = b0;
+    *i += 1;
+    return true;
+  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+    len = 2;
+    value = b0 & 0x1F;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    len = 3;
+    value = b0 & 0x0F;
+    if (b0 == 0xE0) lo = 0xA0;  // overlong
+    if (b0 == 0xED) hi = 0x9F;  // surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    len = 4;
+    value = b0 & 0x07;
+    if (b0 == 0xF0) lo = 0x90;  // overlong
+    if (b0 == 0xF4) hi = 0x8F;  // > U+10FFFF
+  } else {
+    return false;
+  }
+  if (s.size() - *i < len) return false;
+  for (size_t k = 1; k < len; ++k) {
+    const unsigned char b = byte(*i + k);
+    const unsigned char min = (k == 1) ? lo : 0x80;
+    const unsigned char max = (k == 1) ? hi : 0xBF;
+    if (b < min || b > max) return false;
+    value = (value << 6) | (b & 0x3F);
+  }
+  *cp = value;
+  *i += len;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Contender info
+
+// Bytes that EncodeContenderInfo writes as %XX: the escape character, the
+// key/value separator, and everything that is not printable ASCII (which
+// includes '\n', the line separator).
+bool InfoNeedsEscape(unsigned char b) {
+  return b == '%' || b == '=' || b < 0x20 || b > 0x7E;
+}
+
+void AppendInfoEscaped(absl::string_view s, std::string* out) {
+  for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if (InfoNeedsEscape(b)) {
+      AppendEscaped(b, out);
+    } else {
+      out->push_back(c);
+    }
+  }
+}
+
+absl::Status InfoError(size_t line_no, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("contender info: line ", line_no, ": ", what));
+}
+
+// Strict inverse of AppendInfoEscaped.
+absl::Status InfoUnescape(absl::string_view s, size_t line_no,
+                          std::string* out) {
+  out->clear();
+  out->reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b == '%') {
+      unsigned char decoded;
+      if (!ReadEscape(s, i, &decoded)) {
+        return InfoError(line_no, "bad %XX escape (uppercase hex required)");
+      }
+      if (!InfoNeedsEscape(decoded)) {
+        return InfoError(line_no,
+                         absl::StrCat("needless escape ", s.substr(i, 3)));
+      }
+      out->push_back(static_cast<char>(decoded));
+      i += 2;
+    } else if (InfoNeedsEscape(b)) {
+      return InfoError(line_no, absl::StrFormat("unescaped byte 0x%02X", b));
+    } else {
+      out->push_back(static_cast<char>(b));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Canonical decimal only ("-0", "+1", "007" and " 1" are rejected), so that
+// re-encoding reproduces the input.
+bool ParseCanonicalInt64(absl::string_view s, int64_t* v) {
+  return absl::SimpleAtoi(s, v) && absl::StrCat(*v) == s;
+}
+
+constexpr absl::string_view kInfoHeader = "turnstile-contender v1";
+constexpr absl::string_view kInfoHeaderPrefix = "turnstile-contender ";
+constexpr absl::string_view kMetaPrefix = "meta.";
+
+}  // namespace
+
+absl::Status ValidateLockName(absl::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name: must not be empty (1 to ", kMaxLockNameBytes, " bytes)"));
+  }
+  if (name.size() > kMaxLockNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: ", name.size(), " bytes exceeds the limit of ",
+                     kMaxLockNameBytes, " bytes"));
+  }
+  size_t i = 0;
+  while (i < name.size()) {
+    const size_t start = i;
+    uint32_t cp;
+    if (!NextCodePoint(name, &i, &cp)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "name: not valid UTF-8 at byte offset ", start,
+          " (must be valid UTF-8 of at most ", kMaxLockNameBytes, " bytes)"));
+    }
+    // C0 controls, DEL and C1 controls: invisible in logs and UIs, and NUL
+    // is outright forbidden by ZooKeeper.
+    if (cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "name: control character U+%04X at byte offset %d is not allowed "
+          "(U+0000..U+001F and U+007F..U+009F are forbidden)",
+          cp, start));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string EncodeLockName(absl::string_view name) {
+  // ZooKeeper rejects path components "." and ".."; escaping every dot of an
+  // all-dot name also keeps "..." and longer unambiguous without a special
+  // case on the length.
+  const bool escape_dots = AllDots(name);
+  // ZooKeeper also rejects U+0000, U+0001..U+001F, U+007F..U+009F,
+  // U+D800..U+F8FF and U+FFF0..U+FFFF in paths. None can occur here: every
+  // byte outside printable ASCII (so every byte of a non-ASCII character) is
+  // escaped, and the output is pure printable ASCII. The segment
+  // "zookeeper" is reserved only directly under "/", and lock segments live
+  // below our root, so it needs no escaping.
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    const auto b = static_cast<unsigned char>(c);
+    if (IsLockNameSafeByte(b) && !(escape_dots && b == '.')) {
+      out.push_back(c);
+    } else {
+      AppendEscaped(b, &out);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> DecodeLockName(absl::string_view segment) {
+  if (segment.empty()) {
+    return absl::InvalidArgumentError("segment: must not be empty");
+  }
+  if (segment.size() > 3 * kMaxLockNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment: ", segment.size(), " bytes exceeds the limit of ",
+        3 * kMaxLockNameBytes, " bytes"));
+  }
+  std::string name;
+  name.reserve(segment.size());
+  bool escaped_safe_byte = false;  // legal only for all-dot names
+  for (size_t i = 0; i < segment.size(); ++i) {
+    const auto b = static_cast<unsigned char>(segment[i]);
+    if (b == '%') {
+      unsigned char decoded;
+      if (!ReadEscape(segment, i, &decoded)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment: bad %XX escape at byte offset ", i,
+            " (uppercase hex required)"));
+      }
+      if (IsLockNameSafeByte(decoded)) {
+        if (decoded != '.') {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "segment: needless escape ", segment.substr(i, 3),
+              " at byte offset ", i));
+        }
+        escaped_safe_byte = true;
+      }
+      name.push_back(static_cast<char>(decoded));
+      i += 2;
+    } else if (IsLockNameSafeByte(b)) {
+      name.push_back(static_cast<char>(b));
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "segment: byte 0x%02X at byte offset %d must be escaped", b, i));
+    }
+  }
+  // Dots are escaped either all (all-dot name) or none (any other name).
+  if (AllDots(name)) {
+    if (absl::StrContains(segment, '.')) {
+      return absl::InvalidArgumentError(
+          "segment: a name of only dots must have every dot escaped");
+    }
+  } else if (escaped_safe_byte) {
+    return absl::InvalidArgumentError(
+        "segment: needless escape %2E in a name that is not all dots");
+  }
+  if (absl::Status s = ValidateLockName(name); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment: decodes to an invalid lock name: ", s.message()));
+  }
+  return name;
+}
+
+std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid) {
+  return absl::StrCat(kind == ContenderKind::kShared ? "s" : "x", "-", uid,
+                      "-");
+}
+
+std::optional<ContenderName> ParseContenderName(absl::string_view node) {
+  constexpr size_t kUidLen = 16;
+  constexpr size_t kSeqStart = 2 + kUidLen + 1;  // "x-" uid "-"
+  // "%010d" of an int32 is 10 chars for 0..2147483647 and -999999999..-1
+  // (zero-padded after the sign), 11 chars for -2147483648..-1000000000.
+  if (node.size() != kSeqStart + 10 && node.size() != kSeqStart + 11) {
+    return std::nullopt;
+  }
+  ContenderName result;
+  switch (node[0]) {
+    case 'x': result.kind = ContenderKind::kExclusive; break;
+    case 's': result.kind = ContenderKind::kShared; break;
+    default: return std::nullopt;
+  }
+  if (node[1] != '-' || node[kSeqStart - 1] != '-') return std::nullopt;
+  const absl::string_view uid = node.substr(2, kUidLen);
+  for (char c : uid) {
+    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
+  }
+  const absl::string_view seq = node.substr(kSeqStart);
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (!absl::ascii_isdigit(seq[i]) && !(i == 0 && seq[i] == '-')) {
+      return std::nullopt;
+    }
+  }
+  // SimpleAtoi rejects values outside int32; formatting back rejects every
+  // spelling ZooKeeper would not produce ("-000000000", 11 digits, ...).
+  int32_t value;
+  if (!absl::SimpleAtoi(seq, &value) ||
+      absl::StrFormat("%010d", value) != seq) {
+    return std::nullopt;
+  }
+  result.uid = std::string(uid);
+  result.sequence = value;
+  result.node = std::string(node);
+  return result;
+}
+
+std::string NewContenderUid() {
+  // Drawn straight from std::random_device (the kernel CSPRNG or RDRAND in
+  // libstdc++) rather than from a seeded PRNG: one uid per Acquire is cheap
+  // next to a ZooKeeper round trip, and there is no PRNG state that a fork()
+  // could duplicate into two processes issuing the same uids.
+  thread_local std::random_device rd;
+  uint64_t v = 0;
+  for (int bits = 0; bits < 64; bits += 32) {
+    v = (v << 32) | static_cast<uint32_t>(rd());
+  }
+  return absl::StrFormat("%016x", v);
+}
+
+std::string FormatLeaseId(absl::string_view lock_segment,
+                          absl::string_view contender_node) {
+  return absl::StrCat(lock_segment, "/", contender_node);
+}
+
+absl::StatusOr<LeaseId> ParseLeaseId(absl::string_view lease_id) {
+  if (lease_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_id: must not be empty (1 to ", kMaxLeaseIdBytes, " bytes)"));
+  }
+  if (lease_id.size() > kMaxLeaseIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease_id: ", lease_id.size(),
+                     " bytes exceeds the limit of ", kMaxLeaseIdBytes,
+                     " bytes"));
+  }
+  // Encoded segments never contain '/', so the first one is the separator.
+  const size_t slash = lease_id.find('/');
+  if (slash == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease_id: ", Quote(lease_id),
+                     " is not of the form <lock-segment>/<contender-node>"));
+  }
+  LeaseId result;
+  result.lock_segment = std::string(lease_id.substr(0, slash));
+  absl::StatusOr<std::string> name = DecodeLockName(result.lock_segment);
+  if (!name.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_id: bad lock segment: ", name.status().message()));
+  }
+  result.lock_name = *std::move(name);
+  const absl::string_view node = lease_id.substr(slash + 1);
+  std::optional<ContenderName> contender = ParseContenderName(node);
+  if (!contender.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_id: ", Quote(node), " is not a contender node name"));
+  }
+  result.contender = *std::move(contender);
+  return result;
+}
+
+std::string EncodeContenderInfo(const ContenderInfo& info) {
+  std::string out = absl::StrCat(kInfoHeader, "\n");
+  out.append("owner=");
+  AppendInfoEscaped(info.owner, &out);
+  out.append("\nreplica_id=");
+  AppendInfoEscaped(info.replica_id, &out);
+  absl::StrAppend(&out, "\nstarted_unix_ms=", info.started_unix_ms,
+                  "\nttl_ms=", info.ttl_ms, "\n");
+  for (const auto& [key, value] : info.metadata) {
+    out.append(kMetaPrefix.data(), kMetaPrefix.size());
+    AppendInfoEscaped(key, &out);
+    out.push_back('=');
+    AppendInfoEscaped(value, &out);
+    out.push_back('\n');
+  }
+  return out;
+}
+
+absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
+  ContenderInfo info;
+  bool have_owner = false, have_replica = false, have_started = false,
+       have_ttl = false;
+  size_t line_no = 0;
+  while (!data.empty()) {
+    ++line_no;
+    const size_t nl = data.find('\n');
+    if (nl == absl::string_view::npos) {
+      return InfoError(line_no, "missing final newline");
+    }
+    const absl::string_view line = data.substr(0, nl);
+    data.remove_prefix(nl + 1);
+
+    if (line_no == 1) {
+      if (line == kInfoHeader) continue;
+      if (absl::StartsWith(line, kInfoHeaderPrefix)) {
+        return InfoError(line_no, absl::StrCat("unsupported version ",
+                                               Quote(line.substr(
+                                                   kInfoHeaderPrefix.size()))));
+      }
+      return InfoError(line_no, absl::StrCat("expected header \"", kInfoHeader,
+                                             "\", got ", Quote(line)));
+    }
+
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) {
+      return InfoError(line_no, "expected key=value");
+    }
+    const absl::string_view key = line.substr(0, eq);
+    const absl::string_view raw_value = line.substr(eq + 1);
+
+    if (key == "owner" || key == "replica_id") {
+      bool& seen = key == "owner" ? have_owner : have_replica;
+      if (seen) return InfoError(line_no, absl::StrCat("duplicate ", key));
+      seen = true;
+      std::string& field = key == "owner" ? info.owner : info.replica_id;
+      if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) {
+        return s;
+      }
+    } else if (key == "started_unix_ms" || key == "ttl_ms") {
+      bool& seen = key == "ttl_ms" ? have_ttl : have_started;
+      if (seen) return InfoError(line_no, absl::StrCat("duplicate ", key));
+      seen = true;
+      int64_t& field = key == "ttl_ms" ? info.ttl_ms : info.started_unix_ms;
+      if (!ParseCanonicalInt64(raw_value, &field)) {
+        return InfoError(line_no, absl::StrCat(key, ": not a canonical int64: ",
+                                               Quote(raw_value)));
+      }
+    } else if (absl::StartsWith(key, kMetaPrefix)) {
+      std::string meta_key, meta_value;
+      if (absl::Status s = InfoUnescape(key.substr(kMetaPrefix.size()),
+                                        line_no, &meta_key);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = InfoUnescape(raw_value, line_no, &meta_value);
+          !s.ok()) {
+        return s;
+      }
+      if (!info.metadata.emplace(std::move(meta_key), std::move(meta_value))
+               .second) {
+        return InfoError(line_no, "duplicate metadata key");
+      }
+    }
+    // Any other key: written by a newer version; ignored on purpose.
+  }
+  if (line_no == 0) {
+    return absl::InvalidArgumentError("contender info: empty");
+  }
+  if (!have_owner || !have_replica || !have_started || !have_ttl) {
+    return absl::InvalidArgumentError(
+        "contender info: missing one of owner, replica_id, started_unix_ms, "
+        "ttl_ms");
+  }
+  return info;
+}
+
+}  // namespace turnstile

@@ -1,0 +1,116 @@
+// Naming of locks, contenders and leases as they appear in ZooKeeper.
+// Every function here is a pure function over strings: user-chosen lock names
+// map reversibly onto single ZooKeeper path segments, contender node names and
+// lease ids are parsed strictly, and anything we would not have produced
+// ourselves is rejected (or, for foreign children, reported as nullopt).
+//
+// Layout in ZooKeeper: /<root>/<EncodeLockName(name)>/<contender-node>, where
+// the contender node is created EPHEMERAL_SEQUENTIAL from the prefix
+// ContenderNodePrefix(kind, uid) and ZooKeeper appends "%010d" of the parent's
+// cversion.
+
+#ifndef TURNSTILE_SERVER_LOCK_NAME_H_
+#define TURNSTILE_SERVER_LOCK_NAME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace turnstile {
+
+inline constexpr size_t kMaxLockNameBytes = 256;
+
+// Lease ids carry an encoded segment (at most 3 * kMaxLockNameBytes bytes)
+// plus a contender node name, so 1024 bytes is a generous but finite bound.
+inline constexpr size_t kMaxLeaseIdBytes = 1024;
+
+// INVALID_ARGUMENT if `name` is empty, longer than kMaxLockNameBytes bytes,
+// not valid UTF-8, or contains control characters U+0000..U+001F or
+// U+007F..U+009F. The message names field "name" and the limit.
+absl::Status ValidateLockName(absl::string_view name);
+
+// Reversible escaping of a valid lock name into ONE valid ZooKeeper path
+// segment. Bytes in [A-Za-z0-9] and "_-.:@+=,~" pass through, every other
+// byte becomes %XX (uppercase hex). A name consisting only of dots has every
+// dot escaped, because ZooKeeper forbids the segments "." and "..".
+// REQUIRES: ValidateLockName(name).ok()
+std::string EncodeLockName(absl::string_view name);
+
+// Inverse of EncodeLockName. INVALID_ARGUMENT for any segment EncodeLockName
+// cannot produce, so the encoding is canonical:
+// EncodeLockName(*DecodeLockName(s)) == s for every accepted s.
+absl::StatusOr<std::string> DecodeLockName(absl::string_view segment);
+
+enum class ContenderKind { kExclusive, kShared };  // node-name letters 'x', 's'
+
+// A parsed contender node name "<k>-<uid>-<seq>": k is 'x' or 's', uid is
+// exactly 16 lowercase hex chars and seq is exactly what ZooKeeper appended,
+// i.e. printf("%010d") of a signed 32-bit int.
+struct ContenderName {
+  ContenderKind kind;
+  std::string uid;
+  int32_t sequence;
+  std::string node;  // the full node name as given
+};
+
+// The path suffix to pass to a sequential create: "x-<uid>-" or "s-<uid>-".
+std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid);
+
+// nullopt for any name that is not a contender name (a foreign child of a
+// lock node must be ignored, never crash us).
+std::optional<ContenderName> ParseContenderName(absl::string_view node);
+
+// A new random uid of 16 lowercase hex chars (64 random bits).
+std::string NewContenderUid();
+
+// A lease id names one contender node:
+// "<encoded-lock-segment>/<contender-node>".
+struct LeaseId {
+  std::string lock_segment;  // encoded
+  std::string lock_name;     // decoded
+  ContenderName contender;
+};
+
+std::string FormatLeaseId(absl::string_view lock_segment,
+                          absl::string_view contender_node);
+
+// INVALID_ARGUMENT (field "lease_id") for an empty id, one longer than
+// kMaxLeaseIdBytes, a missing '/', a bad lock segment, or a node that is not
+// a contender name.
+absl::StatusOr<LeaseId> ParseLeaseId(absl::string_view lease_id);
+
+// What a contender node's data holds, for introspection (Describe).
+struct ContenderInfo {
+  std::string owner;
+  std::map<std::string, std::string> metadata;
+  std::string replica_id;
+  int64_t started_unix_ms = 0;
+  int64_t ttl_ms = 0;
+};
+
+// Text encoding, one '\n'-terminated line each:
+//   turnstile-contender v1
+//   owner=<escaped>
+//   replica_id=<escaped>
+//   started_unix_ms=<decimal>
+//   ttl_ms=<decimal>
+//   meta.<escaped key>=<escaped value>     (one per entry, sorted by key)
+// Escaping turns '%', '=', and every byte outside 0x20..0x7E into %XX
+// (uppercase hex), so arbitrary byte strings round-trip exactly.
+std::string EncodeContenderInfo(const ContenderInfo& info);
+
+// INVALID_ARGUMENT on anything EncodeContenderInfo would not produce: unknown
+// version, bad or needless escapes, missing or duplicate fields, malformed
+// integers, missing final newline. Lines with unknown keys are ignored, so a
+// newer writer may add fields without breaking older readers.
+absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data);
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_LOCK_NAME_H_

@@ -1,0 +1,409 @@
+#include "server/lock_service.h"
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace turnstile {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+void SetDuration(Millis d, google::protobuf::Duration* out) {
+  out->set_seconds(d.count() / 1000);
+  out->set_nanos(static_cast<int32_t>((d.count() % 1000) * 1000000));
+}
+
+// Durations beyond ~31 years are clamped (they fail range checks anyway).
+Millis FromDuration(const google::protobuf::Duration& d) {
+  constexpr int64_t kMaxSeconds = int64_t{1} << 30;
+  int64_t s = std::max(-kMaxSeconds, std::min(kMaxSeconds, d.seconds()));
+  return Millis(s * 1000 + d.nanos() / 1000000);
+}
+
+absl::StatusOr<AcquireParams> ToParams(const v1::AcquireOpen& open) {
+  AcquireParams p;
+  p.name = open.name();
+  p.owner = open.owner();
+  p.metadata.insert(open.metadata().begin(), open.metadata().end());
+  p.wait_timeout = FromDuration(open.wait_timeout());
+  p.ttl = FromDuration(open.ttl());
+  switch (open.kind()) {
+    case v1::LOCK_KIND_UNSPECIFIED:
+    case v1::LOCK_KIND_EXCLUSIVE:
+      p.kind = ContenderKind::kExclusive;
+      break;
+    case v1::LOCK_KIND_SHARED:
+      p.kind = ContenderKind::kShared;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("kind: unknown value ", open.kind()));
+  }
+  return p;
+}
+
+v1::AcquireEvent ToProto(const LockEvent& e) {
+  v1::AcquireEvent out;
+  switch (e.type) {
+    case LockEvent::Type::kQueued:
+      out.set_type(v1::AcquireEvent::QUEUED);
+      out.mutable_queued()->set_position(e.position);
+      out.mutable_queued()->set_ahead(e.ahead);
+      break;
+    case LockEvent::Type::kAcquired: {
+      out.set_type(v1::AcquireEvent::ACQUIRED);
+      auto* a = out.mutable_acquired();
+      a->set_lease_id(e.lease_id);
+      a->set_fencing_token(e.fencing_token);
+      SetDuration(e.valid_for, a->mutable_valid_for());
+      SetDuration(e.session_timeout, a->mutable_session_timeout());
+      break;
+    }
+    case LockEvent::Type::kSuspended:
+      out.set_type(v1::AcquireEvent::SUSPENDED);
+      SetDuration(e.safe_for, out.mutable_suspended()->mutable_safe_for());
+      break;
+    case LockEvent::Type::kResumed:
+      out.set_type(v1::AcquireEvent::RESUMED);
+      break;
+    case LockEvent::Type::kLost: {
+      out.set_type(v1::AcquireEvent::LOST);
+      auto* l = out.mutable_lost();
+      switch (e.reason) {
+        case LostReason::kSessionExpired: l->set_reason(v1::Lost::SESSION_EXPIRED); break;
+        case LostReason::kLeaseExpired: l->set_reason(v1::Lost::LEASE_EXPIRED); break;
+        case LostReason::kDeleted: l->set_reason(v1::Lost::DELETED); break;
+        case LostReason::kShutdown: l->set_reason(v1::Lost::SHUTDOWN); break;
+      }
+      l->set_message(e.message);
+      break;
+    }
+    case LockEvent::Type::kReleased:
+      out.set_type(v1::AcquireEvent::RELEASED);
+      break;
+  }
+  return out;
+}
+
+// Writes queued messages one at a time and finishes after the last one.
+// Shared by both streaming reactors. The reactor keeps itself alive through
+// `self_` until OnDone; engine callbacks reach it through weak_ptrs, so a
+// late event after OnDone finds nothing (muduo's tie idiom).
+template <typename Req, typename Resp>
+class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  void Send(Resp msg) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (done_ || finish_) return;
+    queue_.push_back(std::move(msg));
+    PumpLocked(l);
+  }
+  void FinishAfterWrites(grpc::Status status) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (done_ || finish_) return;
+    finish_ = std::move(status);
+    PumpLocked(l);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> l(mu_);
+    writing_ = false;
+    if (!ok) queue_.clear();  // the stream broke; OnDone follows
+    PumpLocked(l);
+  }
+
+ protected:
+  void PumpLocked(std::unique_lock<std::mutex>& l) {
+    if (writing_ || finished_ || done_) return;
+    if (!queue_.empty()) {
+      writing_ = true;
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      l.unlock();
+      this->StartWrite(&current_);
+      return;
+    }
+    if (finish_) {
+      finished_ = true;
+      grpc::Status s = *finish_;
+      l.unlock();
+      this->Finish(s);
+    }
+  }
+  void MarkDone() {
+    std::lock_guard<std::mutex> l(mu_);
+    done_ = true;
+  }
+
+  std::mutex mu_;
+  std::deque<Resp> queue_;             // GUARDED_BY(mu_)
+  Resp current_;                       // GUARDED_BY(mu_) while !writing_
+  bool writing_ = false;               // GUARDED_BY(mu_)
+  std::optional<grpc::Status> finish_; // GUARDED_BY(mu_)
+  bool finished_ = false;              // GUARDED_BY(mu_)
+  bool done_ = false;                  // GUARDED_BY(mu_)
+};
+
+class AcquireReactor final
+    : public StreamReactor<v1::AcquireRequest, v1::AcquireEvent> {
+ public:
+  static AcquireReactor* Create(LockServiceImpl* svc) {
+    auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc));
+    r->self_ = r;
+    r->Begin();
+    return r.get();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // Half-close releases the lock (or abandons the wait); a broken
+      // stream lands in OnCancel/OnDone instead.
+      if (uint64_t id = id_.load()) {
+        svc_->engine()->Release(id);
+      } else {
+        FinishAfterWrites(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                       "stream closed before an open message"));
+      }
+      return;
+    }
+    if (id_.load() == 0) {
+      if (!req_.has_open()) {
+        FinishAfterWrites(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                       "the first message must be open"));
+        return;
+      }
+      absl::StatusOr<AcquireParams> p = ToParams(req_.open());
+      absl::StatusOr<uint64_t> id =
+          p.ok() ? svc_->engine()->Open(*p, std::make_shared<Sink>(self_))
+                 : absl::StatusOr<uint64_t>(p.status());
+      if (!id.ok()) {
+        FinishAfterWrites(ToGrpc(id.status()));
+        return;
+      }
+      id_ = *id;
+    } else if (req_.has_open()) {
+      // Protocol error on an open stream: end the contender and say so.
+      svc_->engine()->Abandon(id_.load());
+      FinishAfterWrites(grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "open sent twice on one stream; the contender was released"));
+      return;
+    } else {
+      svc_->engine()->Release(id_.load());
+    }
+    StartRead(&req_);
+  }
+
+  // The client went away (or the server is shutting down): the lock is
+  // released at once. gRPC still needs Finish to reach OnDone.
+  void OnCancel() override {
+    if (uint64_t id = id_.load()) svc_->engine()->Abandon(id);
+    FinishAfterWrites(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    MarkDone();
+    if (uint64_t id = id_.load()) svc_->engine()->Abandon(id);  // no-op if ended
+    if (counted_) svc_->CloseStream();
+    self_.reset();  // may destroy *this
+  }
+
+ private:
+  class Sink final : public ContenderSink {
+   public:
+    explicit Sink(std::weak_ptr<AcquireReactor> r) : r_(std::move(r)) {}
+    void OnEvent(const LockEvent& e) override {
+      if (auto r = r_.lock()) r->Send(ToProto(e));
+    }
+    void OnFinish(const absl::Status& s) override {
+      if (auto r = r_.lock()) r->FinishAfterWrites(ToGrpc(s));
+    }
+
+   private:
+    std::weak_ptr<AcquireReactor> r_;
+  };
+
+  explicit AcquireReactor(LockServiceImpl* svc) : svc_(svc) {}
+  void Begin() {
+    counted_ = svc_->TryOpenStream();
+    if (!counted_) {
+      FinishAfterWrites(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "too many open streams on this replica"));
+      return;
+    }
+    StartRead(&req_);
+  }
+
+  LockServiceImpl* const svc_;
+  std::shared_ptr<AcquireReactor> self_;
+  bool counted_ = false;
+  // Touched only by reads, which gRPC serializes.
+  v1::AcquireRequest req_;
+  // 0 until opened; read by OnCancel/OnDone on other threads.
+  std::atomic<uint64_t> id_{0};
+};
+
+class KeepAliveReactor final
+    : public StreamReactor<v1::KeepAliveRequest, v1::KeepAliveResponse> {
+ public:
+  static KeepAliveReactor* Create(LockServiceImpl* svc) {
+    auto r = std::shared_ptr<KeepAliveReactor>(new KeepAliveReactor(svc));
+    r->self_ = r;
+    r->Begin();
+    return r.get();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      FinishAfterWrites(grpc::Status::OK);
+      return;
+    }
+    size_t n = static_cast<size_t>(req_.lease_ids_size());
+    size_t limit = svc_->engine()->options().limits.max_keepalive_leases;
+    if (n == 0 || n > limit) {
+      FinishAfterWrites(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("lease_ids has ", n, " entries; it must have 1..", limit)));
+      return;
+    }
+    // One request at a time: answers stay in request order.
+    struct Gather {
+      std::mutex mu;
+      size_t left;
+      v1::KeepAliveResponse resp;
+    };
+    auto g = std::make_shared<Gather>();
+    g->left = n;
+    for (const auto& lease : req_.lease_ids()) {
+      auto* st = g->resp.add_leases();
+      st->set_lease_id(lease);
+    }
+    std::weak_ptr<KeepAliveReactor> weak = self_;
+    for (size_t i = 0; i < n; ++i) {
+      svc_->engine()->KeepAlive(
+          req_.lease_ids(static_cast<int>(i)),
+          [g, i, weak](absl::StatusOr<Millis> valid) {
+            std::unique_lock<std::mutex> l(g->mu);
+            auto* st = g->resp.mutable_leases(static_cast<int>(i));
+            st->set_code(static_cast<int32_t>(valid.status().code()));
+            if (valid.ok()) {
+              SetDuration(*valid, st->mutable_valid_for());
+            } else {
+              st->set_message(std::string(valid.status().message()));
+            }
+            if (--g->left > 0) return;
+            v1::KeepAliveResponse resp = std::move(g->resp);
+            l.unlock();
+            if (auto r = weak.lock()) {
+              r->Send(std::move(resp));
+              r->StartRead(&r->req_);
+            }
+          });
+    }
+  }
+
+  void OnCancel() override { FinishAfterWrites(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    MarkDone();
+    if (counted_) svc_->CloseStream();
+    self_.reset();
+  }
+
+ private:
+  explicit KeepAliveReactor(LockServiceImpl* svc) : svc_(svc) {}
+  void Begin() {
+    counted_ = svc_->TryOpenStream();
+    if (!counted_) {
+      FinishAfterWrites(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "too many open streams on this replica"));
+      return;
+    }
+    StartRead(&req_);
+  }
+
+  LockServiceImpl* const svc_;
+  std::shared_ptr<KeepAliveReactor> self_;
+  bool counted_ = false;
+  v1::KeepAliveRequest req_;
+};
+
+void ToProto(const ContenderView& v, v1::Contender* out) {
+  out->set_owner(v.info.owner);
+  out->mutable_metadata()->insert(v.info.metadata.begin(), v.info.metadata.end());
+  out->mutable_since()->set_seconds(v.since_unix_ms / 1000);
+  out->mutable_since()->set_nanos(static_cast<int32_t>((v.since_unix_ms % 1000) * 1000000));
+  out->set_fencing_token(v.fencing_token);
+  out->set_replica_id(v.info.replica_id);
+  out->set_position(v.position);
+  out->set_kind(v.kind == ContenderKind::kShared ? v1::LOCK_KIND_SHARED
+                                                 : v1::LOCK_KIND_EXCLUSIVE);
+}
+
+}  // namespace
+
+bool LockServiceImpl::TryOpenStream() {
+  size_t n = open_streams_.fetch_add(1);
+  if (n >= max_streams_) {
+    open_streams_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
+grpc::ServerBidiReactor<v1::AcquireRequest, v1::AcquireEvent>*
+LockServiceImpl::Acquire(grpc::CallbackServerContext*) {
+  return AcquireReactor::Create(this);
+}
+
+grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
+LockServiceImpl::KeepAlive(grpc::CallbackServerContext*) {
+  return KeepAliveReactor::Create(this);
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Release(
+    grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* req,
+    v1::ReleaseResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  engine_->ReleaseLease(req->lease_id(), [reactor](absl::Status s) {
+    reactor->Finish(ToGrpc(s));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Describe(
+    grpc::CallbackServerContext* ctx, const v1::DescribeRequest* req,
+    v1::DescribeResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  engine_->Describe(req->name(), [reactor, resp](absl::StatusOr<LockDescription> d) {
+    if (!d.ok()) return reactor->Finish(ToGrpc(d.status()));
+    resp->set_name(d->name);
+    for (const auto& h : d->holders) ToProto(h, resp->add_holders());
+    for (const auto& w : d->waiters) ToProto(w, resp->add_waiters());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx,
+                                                const v1::ListRequest* req,
+                                                v1::ListResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  engine_->List(req->prefix(), req->limit(), [reactor, resp](absl::StatusOr<LockList> l) {
+    if (!l.ok()) return reactor->Finish(ToGrpc(l.status()));
+    for (auto& n : l->names) resp->add_names(n);
+    resp->set_truncated(l->truncated);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace turnstile

@@ -1,0 +1,53 @@
+// LockServiceImpl: the gRPC adapter over LockEngine.
+//
+// Translates turnstile.v1 messages to engine calls and absl::Status to
+// grpc::Status (the codes are the same numbers). One reactor per stream owns
+// its state and deletes itself in OnDone. The only file besides its .cc that
+// sees generated gRPC headers. Thread-safe.
+#ifndef TURNSTILE_SERVER_LOCK_SERVICE_H_
+#define TURNSTILE_SERVER_LOCK_SERVICE_H_
+
+#include <atomic>
+#include <cstddef>
+
+#include "server/lock_engine.h"
+#include "turnstile/v1/lock.grpc.pb.h"
+
+namespace turnstile {
+
+class LockServiceImpl final : public v1::LockService::CallbackService {
+ public:
+  // `max_streams` bounds open Acquire + KeepAlive streams on this replica.
+  LockServiceImpl(LockEngine* engine, size_t max_streams)
+      : engine_(engine), max_streams_(max_streams) {}
+
+  grpc::ServerBidiReactor<v1::AcquireRequest, v1::AcquireEvent>* Acquire(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx,
+                                    const v1::ReleaseRequest* req,
+                                    v1::ReleaseResponse* resp) override;
+  grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
+  KeepAlive(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx,
+                                     const v1::DescribeRequest* req,
+                                     v1::DescribeResponse* resp) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
+                                 const v1::ListRequest* req,
+                                 v1::ListResponse* resp) override;
+
+  size_t open_streams() const { return open_streams_.load(); }
+
+  // Reserves a stream slot; false when the replica is at max_streams.
+  bool TryOpenStream();
+  void CloseStream() { open_streams_.fetch_sub(1); }
+  LockEngine* engine() const { return engine_; }
+
+ private:
+  LockEngine* const engine_;
+  const size_t max_streams_;
+  std::atomic<size_t> open_streams_{0};
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_LOCK_SERVICE_H_

@@ -1,0 +1,51 @@
+// turnstiled: one stateless replica of the turnstile lock service.
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+
+#include "server/flags.h"
+#include "server/replica.h"
+
+int main(int argc, char** argv) {
+  turnstile::ReplicaConfig config;
+  turnstile::FlagSet flags("turnstiled");
+  config.Register(&flags);
+  bool help = false;
+  auto args = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!args.ok()) {
+    std::fprintf(stderr, "turnstiled: %s\n", std::string(args.status().message()).c_str());
+    return 2;
+  }
+  if (!args->empty()) {
+    std::fprintf(stderr, "turnstiled: unexpected argument \"%s\"\n", (*args)[0].c_str());
+    return 2;
+  }
+  // Block the stop signals in every thread; main waits for them below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  auto replica = turnstile::Replica::Start(config);
+  if (!replica.ok()) {
+    std::fprintf(stderr, "turnstiled: %s\n", std::string(replica.status().message()).c_str());
+    return 1;
+  }
+  std::printf("turnstiled %s listening on %s (ZooKeeper %s, root %s)\n",
+              (*replica)->config().replica_id.c_str(), (*replica)->address().c_str(),
+              config.zk.c_str(), config.zk_root.c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,
+              static_cast<long long>(config.drain_timeout.count()));
+  std::fflush(stdout);
+  (*replica)->Drain();
+  std::printf("turnstiled: stopped\n");
+  return 0;
+}

@@ -1,0 +1,160 @@
+#include "server/replica.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/lock_service.h"
+
+namespace turnstile {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string DefaultReplicaId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, "-", getpid());
+}
+
+}  // namespace
+
+void ReplicaConfig::Register(FlagSet* f) {
+  f->String("listen", &listen, "gRPC listen address (host:port; port 0 picks a free one)");
+  f->String("zk", &zk, "ZooKeeper connect string (host:port,host:port[/chroot])");
+  f->String("zk-root", &zk_root, "root znode for all locks (created if missing)");
+  f->Duration("zk-session-timeout", &zk_session_timeout,
+              "requested ZooKeeper session timeout (the server may negotiate it)");
+  f->String("zk-auth-file", &zk_auth_file,
+            "file with \"scheme:credentials\" for ZooKeeper auth; nodes then get the creator-only ACL");
+  f->String("replica-id", &replica_id, "name of this replica shown by Describe (default hostname-pid)");
+  f->Duration("drain-timeout", &drain_timeout,
+              "on SIGTERM, how long holders may keep their locks before LOST(shutdown)");
+  f->Int("max-streams", &max_streams, "open Acquire + KeepAlive streams allowed on this replica");
+  f->Int("max-contenders-per-lock", &max_contenders_per_lock,
+         "holders + waiters allowed on one lock (cluster-wide)");
+  f->Duration("max-wait-timeout", &max_wait_timeout, "largest wait_timeout an Acquire may ask for");
+  f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
+  f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
+  f->String("tls-key-file", &tls_key_file, "PEM private key for TLS on the gRPC port");
+  f->String("log-level", &log_level, "error, warn, info or debug");
+}
+
+absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
+    const ReplicaConfig& config, std::unique_ptr<ZkSession> zk) {
+  std::unique_ptr<Replica> r(new Replica());
+  r->config_ = config;
+  if (r->config_.replica_id.empty()) r->config_.replica_id = DefaultReplicaId();
+  const ReplicaConfig& c = r->config_;
+  if (c.zk_root.empty() || c.zk_root[0] != '/' || c.zk_root == "/" ||
+      c.zk_root.back() == '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--zk-root must be an absolute path other than \"/\", got \"", c.zk_root, "\""));
+  }
+  if (c.max_streams < 1 || c.max_contenders_per_lock < 1) {
+    return absl::InvalidArgumentError("--max-streams and --max-contenders-per-lock must be >= 1");
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
+  }
+  SetZkClientLogLevel(c.log_level);
+
+  r->timers_ = std::make_unique<TimerQueue>();
+  if (zk == nullptr) {
+    ZkClientOptions zo;
+    zo.connect_string = c.zk;
+    zo.session_timeout = c.zk_session_timeout;
+    if (!c.zk_auth_file.empty()) {
+      auto auth = ReadFile(c.zk_auth_file, "ZooKeeper auth");
+      if (!auth.ok()) return auth.status();
+      zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
+    }
+    zk = NewZkClientSession(zo);
+  }
+  r->zk_ = std::move(zk);
+  EngineOptions eo;
+  eo.root = c.zk_root;
+  eo.replica_id = c.replica_id;
+  eo.limits.max_contenders_per_lock = static_cast<size_t>(c.max_contenders_per_lock);
+  eo.limits.max_wait_timeout = c.max_wait_timeout;
+  eo.limits.max_ttl = c.max_ttl;
+  r->engine_ = std::make_unique<LockEngine>(r->zk_.get(), r->timers_.get(), eo);
+  r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
+                                                  static_cast<size_t>(c.max_streams));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!c.tls_cert_file.empty()) {
+    auto cert = ReadFile(c.tls_cert_file, "TLS certificate");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(c.tls_key_file, "TLS key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(c.listen, creds, &r->port_);
+  builder.RegisterService(r->service_.get());
+  r->server_ = builder.BuildAndStart();
+  if (r->server_ == nullptr || r->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.listen));
+  }
+  grpc::HealthCheckServiceInterface* health = r->server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  r->engine_->SetServingListener([health](bool serving) {
+    health->SetServingStatus(serving);
+  });
+  if (absl::Status s = r->zk_->Start(); !s.ok()) return s;
+  return r;
+}
+
+std::string Replica::address() const {
+  std::string host = config_.listen.substr(0, config_.listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+  return absl::StrCat(host, ":", port_);
+}
+
+void Replica::Drain() {
+  engine_->BeginDrain();
+  auto deadline = std::chrono::steady_clock::now() + config_.drain_timeout;
+  // Holders release on their own schedule; check a few times a second.
+  while (engine_->stats().holders > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  engine_->EndDrain();
+  Stop();
+}
+
+void Replica::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  // Close the session first so this replica's nodes vanish at once, then
+  // let streams finish writing their last events.
+  zk_->Close();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+}
+
+Replica::~Replica() {
+  if (server_) Stop();
+}
+
+}  // namespace turnstile

@@ -1,0 +1,85 @@
+// Replica: one turnstiled — a ZooKeeper session, the lock engine, and the
+// gRPC server (LockService, grpc.health.v1, reflection) — assembled from a
+// ReplicaConfig. Used by main() and by tests that run replicas in-process.
+// Thread-safe; Drain() and the destructor must not run concurrently.
+#ifndef TURNSTILE_SERVER_REPLICA_H_
+#define TURNSTILE_SERVER_REPLICA_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/flags.h"
+#include "server/lock_engine.h"
+#include "server/timer_queue.h"
+#include "server/zk_session.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace turnstile {
+
+class LockServiceImpl;
+
+struct ReplicaConfig {
+  std::string listen = "127.0.0.1:7400";
+  std::string zk = "127.0.0.1:2181";
+  std::string zk_root = "/turnstile";
+  Millis zk_session_timeout{10000};
+  // A file holding "scheme:credentials" (e.g. digest:user:secret) for
+  // ZooKeeper auth; nodes are then created with the creator-only ACL.
+  std::string zk_auth_file;
+  std::string replica_id;  // default: <hostname>-<pid>
+  Millis drain_timeout{10000};
+  int64_t max_streams = 10000;
+  int64_t max_contenders_per_lock = 1000;
+  Millis max_wait_timeout{3600 * 1000};
+  Millis max_ttl{3600 * 1000};
+  // PEM files; both set = TLS on the gRPC port, neither = plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string log_level = "warn";
+
+  // Registers every field as a flag (and TURNSTILE_* variable).
+  void Register(FlagSet* flags);
+};
+
+class Replica {
+ public:
+  // Starts serving at once; health is NOT_SERVING until the ZooKeeper
+  // session is up. `zk` replaces the real session (tests inject faults).
+  static absl::StatusOr<std::unique_ptr<Replica>> Start(
+      const ReplicaConfig& config, std::unique_ptr<ZkSession> zk = nullptr);
+  ~Replica();  // stops at once (no drain)
+
+  int port() const { return port_; }
+  std::string address() const;
+  LockEngine& engine() { return *engine_; }
+  ZkSession& zk() { return *zk_; }
+  const ReplicaConfig& config() const { return config_; }
+
+  // SIGTERM: health NOT_SERVING, new Acquires refused, waiters told
+  // UNAVAILABLE; holders get up to drain_timeout to release, then LOST
+  // (shutdown); the ZooKeeper session is closed so every node of this replica
+  // vanishes at once; then the gRPC server stops.
+  void Drain();
+
+ private:
+  Replica() = default;
+  void Stop();
+
+  ReplicaConfig config_;
+  int port_ = 0;
+  std::unique_ptr<TimerQueue> timers_;
+  std::unique_ptr<ZkSession> zk_;
+  std::unique_ptr<LockEngine> engine_;
+  std::unique_ptr<LockServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_REPLICA_H_

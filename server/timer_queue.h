@@ -1,0 +1,91 @@
+// TimerQueue: runs callbacks at deadlines on one thread of its own.
+//
+// The engine's wait timeouts, lease TTLs, suspension deadlines and heartbeats
+// run here, never on ZooKeeper's completion thread. Callbacks run outside the
+// queue's lock, one at a time, and may schedule or cancel timers. Thread-safe.
+#ifndef TURNSTILE_SERVER_TIMER_QUEUE_H_
+#define TURNSTILE_SERVER_TIMER_QUEUE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace turnstile {
+
+class TimerQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimerId = uint64_t;  // 0 is never a valid id
+
+  TimerQueue() : thread_([this] { Run(); }) {}
+  ~TimerQueue() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  TimerQueue(const TimerQueue&) = delete;
+  TimerQueue& operator=(const TimerQueue&) = delete;
+
+  TimerId Schedule(Clock::time_point when, std::function<void()> fn) {
+    std::lock_guard<std::mutex> l(mu_);
+    TimerId id = ++next_id_;
+    timers_.emplace(std::make_pair(when, id), std::move(fn));
+    index_.emplace(id, when);
+    cv_.notify_all();
+    return id;
+  }
+  TimerId ScheduleAfter(Clock::duration d, std::function<void()> fn) {
+    return Schedule(Clock::now() + d, std::move(fn));
+  }
+  // No-op for fired, cancelled or zero ids. A callback already running is
+  // not waited for.
+  void Cancel(TimerId id) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = index_.find(id);
+    if (it == index_.end()) return;
+    timers_.erase(std::make_pair(it->second, id));
+    index_.erase(it);
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (timers_.empty()) {
+        cv_.wait(l);
+        continue;
+      }
+      auto first = timers_.begin();
+      if (first->first.first > Clock::now()) {
+        cv_.wait_until(l, first->first.first);
+        continue;
+      }
+      std::function<void()> fn = std::move(first->second);
+      index_.erase(first->first.second);
+      timers_.erase(first);
+      l.unlock();
+      fn();
+      l.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                                                      // GUARDED_BY(mu_)
+  TimerId next_id_ = 0;                                                    // GUARDED_BY(mu_)
+  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;  // GUARDED_BY(mu_)
+  std::map<TimerId, Clock::time_point> index_;                            // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_TIMER_QUEUE_H_

@@ -1,0 +1,532 @@
+// The only file that includes zookeeper.h.
+//
+// Ownership: every asynchronous call allocates one CallContext that the C
+// client hands back to exactly one completion, which frees it. Watchers are
+// not owned by the C client: a per-call watcher is registered here under a
+// numeric id (the C client only sees the id), so a watch that never fires (the
+// session expired or closed) is dropped with the registry instead of leaking.
+#include "server/zk_session.h"
+
+#include <zookeeper/zookeeper.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+
+namespace turnstile {
+
+const char* ZkCodeName(ZkCode code) {
+  switch (code) {
+    case ZkCode::kOk: return "OK";
+    case ZkCode::kNoNode: return "NO_NODE";
+    case ZkCode::kNodeExists: return "NODE_EXISTS";
+    case ZkCode::kBadVersion: return "BAD_VERSION";
+    case ZkCode::kNotEmpty: return "NOT_EMPTY";
+    case ZkCode::kConnectionLoss: return "CONNECTION_LOSS";
+    case ZkCode::kSessionExpired: return "SESSION_EXPIRED";
+    case ZkCode::kClosing: return "CLOSING";
+    case ZkCode::kNoAuth: return "NO_AUTH";
+    case ZkCode::kOther: return "OTHER";
+  }
+  return "?";
+}
+
+const char* ZkOpName(ZkOp op) {
+  switch (op) {
+    case ZkOp::kCreate: return "create";
+    case ZkOp::kDelete: return "delete";
+    case ZkOp::kGetData: return "get_data";
+    case ZkOp::kSetData: return "set_data";
+    case ZkOp::kGetChildren: return "get_children";
+    case ZkOp::kExists: return "exists";
+    case ZkOp::kCount: break;
+  }
+  return "?";
+}
+
+void SetZkClientLogLevel(const std::string& level) {
+  ZooLogLevel l = ZOO_LOG_LEVEL_WARN;
+  if (level == "error") l = ZOO_LOG_LEVEL_ERROR;
+  if (level == "info") l = ZOO_LOG_LEVEL_INFO;
+  if (level == "debug") l = ZOO_LOG_LEVEL_DEBUG;
+  zoo_set_debug_level(l);
+}
+
+namespace {
+
+ZkCode MapRc(int rc) {
+  switch (rc) {
+    case ZOK: return ZkCode::kOk;
+    case ZNONODE: return ZkCode::kNoNode;
+    case ZNODEEXISTS: return ZkCode::kNodeExists;
+    case ZBADVERSION: return ZkCode::kBadVersion;
+    case ZNOTEMPTY: return ZkCode::kNotEmpty;
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT: return ZkCode::kConnectionLoss;
+    case ZSESSIONEXPIRED:
+    case ZINVALIDSTATE: return ZkCode::kSessionExpired;
+    case ZCLOSING: return ZkCode::kClosing;
+    case ZNOAUTH:
+    case ZAUTHFAILED: return ZkCode::kNoAuth;
+    default: return ZkCode::kOther;
+  }
+}
+
+ZkStat ToStat(const struct Stat* s) {
+  ZkStat out;
+  if (s == nullptr) return out;
+  out.czxid = s->czxid;
+  out.mzxid = s->mzxid;
+  out.ctime_ms = s->ctime;
+  out.mtime_ms = s->mtime;
+  out.version = s->version;
+  out.cversion = s->cversion;
+  out.num_children = s->numChildren;
+  out.ephemeral_owner = s->ephemeralOwner;
+  return out;
+}
+
+class ZkClientSession final : public ZkSession {
+ public:
+  explicit ZkClientSession(ZkClientOptions options)
+      : options_(std::move(options)), worker_([this] { WorkerLoop(); }) {}
+
+  ~ZkClientSession() override { Close(); }
+
+  void SetSessionListener(SessionListener listener) override {
+    listener_ = std::move(listener);
+  }
+
+  absl::Status Start() override {
+    std::lock_guard<std::mutex> l(mu_);
+    return OpenLocked(nullptr);
+  }
+
+  void Close() override {
+    zhandle_t* old = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return;
+      closed_ = true;
+      old = zh_;
+      zh_ = nullptr;
+    }
+    connected_ = false;
+    if (old != nullptr) zookeeper_close(old);
+    {
+      std::lock_guard<std::mutex> l(work_mu_);
+      stop_worker_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    Watches().DropAll(this);
+  }
+
+  bool connected() const override { return connected_.load(); }
+
+  std::chrono::milliseconds session_timeout() const override {
+    return std::chrono::milliseconds(negotiated_timeout_ms_.load());
+  }
+
+  SessionCredentials credentials() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    SessionCredentials c;
+    if (zh_ == nullptr) return c;
+    const clientid_t* id = zoo_client_id(zh_);
+    c.session_id = id->client_id;
+    c.password.assign(id->passwd, sizeof(id->passwd));
+    return c;
+  }
+
+  void Create(const std::string& path, const std::string& data,
+              CreateMode mode, CreateCallback done) override {
+    CountCall(ZkOp::kCreate);
+    int flags = ZOO_PERSISTENT;
+    if (mode == CreateMode::kContainer) flags = ZOO_CONTAINER;
+    if (mode == CreateMode::kEphemeralSequential) flags = ZOO_EPHEMERAL_SEQUENTIAL;
+    auto* ctx = new CallContext{this, 0};
+    ctx->create = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_acreate2(zh, path.c_str(), data.data(),
+                          static_cast<int>(data.size()), Acl(), flags,
+                          &ZkClientSession::OnCreate, ctx);
+    });
+  }
+
+  void Delete(const std::string& path, int32_t version,
+              VoidCallback done) override {
+    CountCall(ZkOp::kDelete);
+    auto* ctx = new CallContext{this, 0};
+    ctx->void_cb = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_adelete(zh, path.c_str(), version, &ZkClientSession::OnVoid,
+                         ctx);
+    });
+  }
+
+  void GetData(const std::string& path, Watcher watcher,
+               DataCallback done) override {
+    CountCall(ZkOp::kGetData);
+    auto* ctx = new CallContext{this, 0};
+    ctx->data = std::move(done);
+    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
+    uint64_t wid = ctx->watcher_id;
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_awget(zh, path.c_str(),
+                       wid != 0 ? &ZkClientSession::OnWatch : nullptr,
+                       reinterpret_cast<void*>(static_cast<uintptr_t>(wid)),
+                       &ZkClientSession::OnData, ctx);
+    });
+  }
+
+  void SetData(const std::string& path, const std::string& data,
+               int32_t version, StatCallback done) override {
+    CountCall(ZkOp::kSetData);
+    auto* ctx = new CallContext{this, 0};
+    ctx->stat = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_aset(zh, path.c_str(), data.data(),
+                      static_cast<int>(data.size()), version,
+                      &ZkClientSession::OnStat, ctx);
+    });
+  }
+
+  void GetChildren(const std::string& path, ChildrenCallback done) override {
+    CountCall(ZkOp::kGetChildren);
+    auto* ctx = new CallContext{this, 0};
+    ctx->children = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_awget_children(zh, path.c_str(), nullptr, nullptr,
+                                &ZkClientSession::OnChildren, ctx);
+    });
+  }
+
+  void Exists(const std::string& path, StatCallback done) override {
+    CountCall(ZkOp::kExists);
+    auto* ctx = new CallContext{this, 0};
+    ctx->stat = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_aexists(zh, path.c_str(), 0, &ZkClientSession::OnStat, ctx);
+    });
+  }
+
+ private:
+  struct CallContext {
+    ZkClientSession* self;
+    uint64_t watcher_id;
+    CreateCallback create;
+    VoidCallback void_cb;
+    DataCallback data;
+    StatCallback stat;
+    ChildrenCallback children;
+
+    // Completes with `code` and no payload.
+    void Fail(ZkCode code) {
+      if (create) create(code, std::string(), ZkStat{});
+      if (void_cb) void_cb(code);
+      if (data) data(code, std::string(), ZkStat{});
+      if (stat) stat(code, ZkStat{});
+      if (children) children(code, {});
+    }
+  };
+
+  struct ACL_vector* Acl() const {
+    return options_.auth.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
+  }
+
+  // Runs `call` on the current handle. If the C client refuses it at once
+  // (no handle, bad state), the failure is delivered on the worker thread:
+  // never on the caller's thread, which may hold locks its callbacks take.
+  template <typename F>
+  void Issue(CallContext* ctx, F&& call) {
+    int rc = ZINVALIDSTATE;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (zh_ != nullptr) rc = call(zh_);
+    }
+    if (rc == ZOK) return;
+    ZkCode code = MapRc(rc);
+    if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
+    Post([ctx, code] {
+      DropWatcher(ctx->watcher_id);
+      ctx->Fail(code);
+      delete ctx;
+    });
+  }
+
+  static void DropWatcher(uint64_t id) {
+    if (id != 0) Watches().Drop(id);
+  }
+
+  static void OnCreate(int rc, const char* value, const struct Stat* stat,
+                       const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->create(MapRc(rc), rc == ZOK && value ? std::string(value) : std::string(),
+                ToStat(rc == ZOK ? stat : nullptr));
+    delete ctx;
+  }
+
+  static void OnVoid(int rc, const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->void_cb(MapRc(rc));
+    delete ctx;
+  }
+
+  static void OnData(int rc, const char* value, int value_len,
+                     const struct Stat* stat, const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    // The C client only keeps the watch when the read succeeded.
+    if (rc != ZOK) DropWatcher(ctx->watcher_id);
+    std::string bytes;
+    if (rc == ZOK && value != nullptr && value_len > 0) bytes.assign(value, value_len);
+    ctx->data(MapRc(rc), bytes, ToStat(rc == ZOK ? stat : nullptr));
+    delete ctx;
+  }
+
+  static void OnStat(int rc, const struct Stat* stat, const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->stat(MapRc(rc), ToStat(rc == ZOK ? stat : nullptr));
+    delete ctx;
+  }
+
+  static void OnChildren(int rc, const struct String_vector* strings,
+                         const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    std::vector<std::string> names;
+    if (rc == ZOK && strings != nullptr) {
+      names.reserve(strings->count);
+      for (int i = 0; i < strings->count; ++i) names.emplace_back(strings->data[i]);
+    }
+    ctx->children(MapRc(rc), names);
+    delete ctx;
+  }
+
+  static void OnWatch(zhandle_t*, int type, int, const char*, void* wctx) {
+    // Session events reach every registered watcher in the C client; they
+    // are handled once, by the session watcher, so ignore them here.
+    if (type == ZOO_SESSION_EVENT) return;
+    auto id = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(wctx));
+    ZkClientSession* self = nullptr;
+    Watcher w = Watches().Take(id, &self);
+    if (!w) return;
+    self->CountWatchEvent();
+    WatchEventType t = WatchEventType::kDataChanged;
+    if (type == ZOO_DELETED_EVENT) t = WatchEventType::kDeleted;
+    if (type == ZOO_CREATED_EVENT) t = WatchEventType::kCreated;
+    if (type == ZOO_CHILD_EVENT) t = WatchEventType::kChildrenChanged;
+    w(t);
+  }
+
+  // Process-wide, so the C watcher function finds a watcher by id alone.
+  class WatchRegistry {
+   public:
+    uint64_t Add(ZkClientSession* owner, Watcher w) {
+      std::lock_guard<std::mutex> l(mu_);
+      uint64_t id = ++next_id_;
+      entries_.emplace(id, Entry{owner, std::move(w)});
+      return id;
+    }
+    Watcher Take(uint64_t id, ZkClientSession** owner) {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = entries_.find(id);
+      if (it == entries_.end()) return nullptr;
+      *owner = it->second.owner;
+      Watcher w = std::move(it->second.watcher);
+      entries_.erase(it);
+      return w;
+    }
+    void Drop(uint64_t id) {
+      std::lock_guard<std::mutex> l(mu_);
+      entries_.erase(id);
+    }
+    void DropAll(ZkClientSession* owner) {
+      std::lock_guard<std::mutex> l(mu_);
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        it = it->second.owner == owner ? entries_.erase(it) : std::next(it);
+      }
+    }
+
+   private:
+    struct Entry {
+      ZkClientSession* owner;
+      Watcher watcher;
+    };
+    std::mutex mu_;
+    uint64_t next_id_ = 0;                           // GUARDED_BY(mu_)
+    std::unordered_map<uint64_t, Entry> entries_;    // GUARDED_BY(mu_)
+  };
+  static WatchRegistry& Watches() {
+    static WatchRegistry* r = new WatchRegistry();
+    return *r;
+  }
+
+  static void OnSessionEvent(zhandle_t* zh, int type, int state, const char*,
+                             void* ctx) {
+    if (type != ZOO_SESSION_EVENT) return;
+    auto* self = static_cast<ZkClientSession*>(ctx);
+    self->HandleSessionState(zh, state);
+  }
+
+  void HandleSessionState(zhandle_t* zh, int state) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (zh != zh_ || closed_) return;  // an old handle's last words
+    }
+    if (state == ZOO_CONNECTED_STATE) {
+      negotiated_timeout_ms_ = zoo_recv_timeout(zh);
+      connected_ = true;
+      Notify(SessionEvent::kConnected);
+    } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
+      if (connected_.exchange(false)) Notify(SessionEvent::kDisconnected);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
+      connected_ = false;
+      Watches().DropAll(this);
+      Notify(SessionEvent::kExpired);
+      Post([this] { Reopen(); });
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+      connected_ = false;
+      Notify(SessionEvent::kAuthFailed);
+    }
+  }
+
+  void Notify(SessionEvent e) {
+    if (listener_) listener_(e);
+  }
+
+  // Replaces an expired handle with a new session. zookeeper_close may block,
+  // so it runs here on the worker thread, never on the completion thread.
+  void Reopen() {
+    zhandle_t* old = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return;
+      old = zh_;
+      zh_ = nullptr;
+    }
+    if (old != nullptr) zookeeper_close(old);
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return;
+    absl::Status s = OpenLocked(nullptr);
+    if (!s.ok()) {
+      std::fprintf(stderr, "turnstile: cannot reopen ZooKeeper session: %s\n",
+                   std::string(s.message()).c_str());
+    }
+  }
+
+  absl::Status OpenLocked(const clientid_t* id) {
+    zh_ = zookeeper_init(options_.connect_string.c_str(),
+                         &ZkClientSession::OnSessionEvent,
+                         static_cast<int>(options_.session_timeout.count()), id,
+                         this, 0);
+    if (zh_ == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zookeeper_init failed for \"", options_.connect_string,
+          "\": ", std::strerror(errno)));
+    }
+    if (negotiated_timeout_ms_ == 0) {
+      negotiated_timeout_ms_ = static_cast<int>(options_.session_timeout.count());
+    }
+    if (!options_.auth.empty()) {
+      auto colon = options_.auth.find(':');
+      if (colon == std::string::npos) {
+        return absl::InvalidArgumentError(
+            "ZooKeeper auth must be \"scheme:credentials\"");
+      }
+      std::string scheme = options_.auth.substr(0, colon);
+      std::string cred = options_.auth.substr(colon + 1);
+      int rc = zoo_add_auth(zh_, scheme.c_str(), cred.data(),
+                            static_cast<int>(cred.size()), nullptr, nullptr);
+      if (rc != ZOK) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("zoo_add_auth failed: ", zerror(rc)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> l(work_mu_);
+      work_.push_back(std::move(fn));
+    }
+    work_cv_.notify_one();
+  }
+
+  void WorkerLoop() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> l(work_mu_);
+        work_cv_.wait(l, [this] { return stop_worker_ || !work_.empty(); });
+        if (work_.empty()) break;
+        fn = std::move(work_.front());
+        work_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const ZkClientOptions options_;
+  SessionListener listener_;
+
+  mutable std::mutex mu_;
+  zhandle_t* zh_ = nullptr;  // GUARDED_BY(mu_)
+  bool closed_ = false;      // GUARDED_BY(mu_)
+  std::atomic<bool> connected_{false};
+  std::atomic<int> negotiated_timeout_ms_{0};
+
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;  // GUARDED_BY(work_mu_)
+  bool stop_worker_ = false;                // GUARDED_BY(work_mu_)
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<ZkSession> NewZkClientSession(const ZkClientOptions& options) {
+  return std::make_unique<ZkClientSession>(options);
+}
+
+absl::Status ExpireZkSession(const std::string& connect_string,
+                             const SessionCredentials& creds) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    int state = 0;
+  } wait;
+  clientid_t id{};
+  id.client_id = creds.session_id;
+  std::memcpy(id.passwd, creds.password.data(),
+              std::min(creds.password.size(), sizeof(id.passwd)));
+  auto watcher = [](zhandle_t*, int type, int state, const char*, void* ctx) {
+    if (type != ZOO_SESSION_EVENT) return;
+    auto* w = static_cast<Wait*>(ctx);
+    std::lock_guard<std::mutex> l(w->mu);
+    w->state = state;
+    w->cv.notify_all();
+  };
+  zhandle_t* zh = zookeeper_init(connect_string.c_str(), watcher, 10000, &id,
+                                 &wait, 0);
+  if (zh == nullptr) return absl::InternalError("zookeeper_init failed");
+  bool ok;
+  {
+    std::unique_lock<std::mutex> l(wait.mu);
+    ok = wait.cv.wait_for(l, std::chrono::seconds(20), [&] {
+      return wait.state == ZOO_CONNECTED_STATE ||
+             wait.state == ZOO_EXPIRED_SESSION_STATE;
+    });
+    ok = ok && wait.state == ZOO_CONNECTED_STATE;
+  }
+  zookeeper_close(zh);  // closing the twin ends the shared session
+  if (!ok) return absl::DeadlineExceededError("could not attach to the session");
+  return absl::OkStatus();
+}
+
+}  // namespace turnstile

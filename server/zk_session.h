@@ -1,0 +1,148 @@
+// ZkSession: the one seam between turnstile and ZooKeeper.
+//
+// An asynchronous, callback-based view of one ZooKeeper session, shaped after
+// the C client's async API. Every callback (completions, watches, session
+// events) runs on the session's single completion thread: callbacks must not
+// block. Calls may be made from any thread, including from callbacks. After an
+// expiry the session reconnects with a new session id by itself and reports
+// kExpired then kConnected. Implementations: ZkClientSession (the real C
+// client, the only file that includes zookeeper.h) and test doubles that wrap
+// it to inject faults.
+#ifndef TURNSTILE_SERVER_ZK_SESSION_H_
+#define TURNSTILE_SERVER_ZK_SESSION_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace turnstile {
+
+// Result codes of ZooKeeper operations the engine distinguishes.
+enum class ZkCode {
+  kOk,
+  kNoNode,
+  kNodeExists,
+  kBadVersion,
+  kNotEmpty,
+  kConnectionLoss,   // the reply is unknown: the operation may have applied
+  kSessionExpired,
+  kClosing,
+  kNoAuth,
+  kOther,
+};
+const char* ZkCodeName(ZkCode code);
+
+// Fields of ZooKeeper's Stat that turnstile uses.
+struct ZkStat {
+  int64_t czxid = 0;
+  int64_t mzxid = 0;
+  int64_t ctime_ms = 0;
+  int64_t mtime_ms = 0;
+  int32_t version = 0;
+  int32_t cversion = 0;
+  int32_t num_children = 0;
+  int64_t ephemeral_owner = 0;
+};
+
+enum class CreateMode { kPersistent, kContainer, kEphemeralSequential };
+
+enum class WatchEventType { kCreated, kDeleted, kDataChanged, kChildrenChanged };
+
+enum class SessionEvent {
+  kConnected,     // connected (first time, after a reconnect, or new session)
+  kDisconnected,  // connection lost; the session may still be alive
+  kExpired,       // the session is gone; its ephemeral nodes are deleted
+  kAuthFailed,
+};
+
+// Operation kinds, for counting calls (herd-freedom is asserted on counts).
+enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kCount };
+const char* ZkOpName(ZkOp op);
+
+struct SessionCredentials {
+  int64_t session_id = 0;
+  std::string password;
+};
+
+class ZkSession {
+ public:
+  using CreateCallback = std::function<void(ZkCode, const std::string& path, const ZkStat&)>;
+  using VoidCallback = std::function<void(ZkCode)>;
+  using DataCallback = std::function<void(ZkCode, const std::string& data, const ZkStat&)>;
+  using StatCallback = std::function<void(ZkCode, const ZkStat&)>;
+  using ChildrenCallback = std::function<void(ZkCode, const std::vector<std::string>&)>;
+  // Called at most once, for a node event. Never called for session events;
+  // dropped without a call if the session expires or closes first.
+  using Watcher = std::function<void(WatchEventType)>;
+  using SessionListener = std::function<void(SessionEvent)>;
+
+  virtual ~ZkSession() = default;
+
+  // Every callback below is called exactly once.
+  virtual void Create(const std::string& path, const std::string& data,
+                      CreateMode mode, CreateCallback done) = 0;
+  virtual void Delete(const std::string& path, int32_t version,
+                      VoidCallback done) = 0;
+  // With a non-null `watcher`, leaves a data watch only if the node exists
+  // (unlike exists(), no watch dangles on a missing node).
+  virtual void GetData(const std::string& path, Watcher watcher,
+                       DataCallback done) = 0;
+  virtual void SetData(const std::string& path, const std::string& data,
+                       int32_t version, StatCallback done) = 0;
+  // Never leaves a watch.
+  virtual void GetChildren(const std::string& path, ChildrenCallback done) = 0;
+  virtual void Exists(const std::string& path, StatCallback done) = 0;
+
+  // Must be set before Start(); called on the completion thread.
+  virtual void SetSessionListener(SessionListener listener) = 0;
+  virtual absl::Status Start() = 0;
+  // Closes the session: its ephemeral nodes vanish at once. May block.
+  virtual void Close() = 0;
+
+  virtual bool connected() const = 0;
+  // The negotiated session timeout (the requested one before connecting).
+  virtual std::chrono::milliseconds session_timeout() const = 0;
+  virtual SessionCredentials credentials() const = 0;
+
+  uint64_t call_count(ZkOp op) const { return calls_[static_cast<int>(op)].load(); }
+  uint64_t watch_events() const { return watch_events_.load(); }
+
+ protected:
+  void CountCall(ZkOp op) { calls_[static_cast<int>(op)].fetch_add(1); }
+  void CountWatchEvent() { watch_events_.fetch_add(1); }
+
+ private:
+  std::array<std::atomic<uint64_t>, static_cast<int>(ZkOp::kCount)> calls_{};
+  std::atomic<uint64_t> watch_events_{0};
+};
+
+struct ZkClientOptions {
+  std::string connect_string = "127.0.0.1:2181";
+  std::chrono::milliseconds session_timeout{10000};
+  // "scheme:credentials" for zoo_add_auth (e.g. "digest:user:password");
+  // empty = no auth. When set, nodes are created with ZOO_CREATOR_ALL_ACL.
+  std::string auth;
+};
+
+// The real session over the ZooKeeper C client (zookeeper_mt).
+std::unique_ptr<ZkSession> NewZkClientSession(const ZkClientOptions& options);
+
+// Expires the session `creds` on purpose, the way ZooKeeper's own tests do:
+// attach a second handle with the same id and password, then close it.
+absl::Status ExpireZkSession(const std::string& connect_string,
+                             const SessionCredentials& creds);
+
+// Sends the C client's log to stderr at WARN (default) or more.
+void SetZkClientLogLevel(const std::string& level);
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_ZK_SESSION_H_

@@ -1,0 +1,372 @@
+// Integration tests through gRPC against two in-process replicas on a real
+// ZooKeeper (the shared fixture server).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+class LockServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    zk_connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("svc");
+    r1_ = StartReplica(TestConfig(zk_connect_, root_));
+    r2_ = StartReplica(TestConfig(zk_connect_, root_));
+    ASSERT_TRUE(r1_ && r2_);
+    s1_ = NewStub(r1_->address());
+    s2_ = NewStub(r2_->address());
+    zk_ = std::make_unique<SyncZk>(zk_connect_);
+  }
+
+  std::string LockPath(const std::string& name) {
+    return root_ + "/" + EncodeLockName(name);
+  }
+  // Waits until the lock has exactly `n` contender nodes.
+  bool ContendersBecome(const std::string& name, size_t n,
+                        milliseconds timeout = milliseconds(15000)) {
+    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; }, timeout);
+  }
+  std::unique_ptr<AcquireStream> Hold(v1::LockService::Stub* stub, const std::string& name,
+                                      uint64_t* token = nullptr, std::string* lease = nullptr,
+                                      const std::string& owner = "holder",
+                                      milliseconds ttl = milliseconds(0)) {
+    auto s = std::make_unique<AcquireStream>(stub, OpenMsg(name, milliseconds(30000), owner, ttl));
+    auto ev = s->Await(AcquireEvent::ACQUIRED);
+    EXPECT_TRUE(ev.has_value()) << "not acquired: " << name;
+    if (ev && token) *token = ev->acquired().fencing_token();
+    if (ev && lease) *lease = ev->acquired().lease_id();
+    return s;
+  }
+
+  std::string zk_connect_, root_;
+  std::unique_ptr<Replica> r1_, r2_;
+  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
+  std::unique_ptr<SyncZk> zk_;
+};
+
+// Must-show 1: 16 clients over 2 replicas, 50 acquisitions each.
+TEST_F(LockServiceTest, MutualExclusionAndIncreasingFencingTokens) {
+  constexpr int kClients = 16, kRounds = 50;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::mutex mu;
+  std::vector<uint64_t> grant_order_tokens;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      v1::LockService::Stub* stub = (c % 2 == 0) ? s1_.get() : s2_.get();
+      for (int i = 0; i < kRounds; ++i) {
+        AcquireStream s(stub, OpenMsg("mutex", milliseconds(60000), absl::StrCat("c", c)));
+        auto ev = s.Await(AcquireEvent::ACQUIRED, milliseconds(60000));
+        if (!ev) {
+          ++failures;
+          return;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard<std::mutex> l(mu);
+          grant_order_tokens.push_back(ev->acquired().fencing_token());
+        }
+        std::this_thread::yield();  // widen the window an overlap would need
+        inside.fetch_sub(1);
+        s.SendRelease();
+        auto rel = s.Await(AcquireEvent::RELEASED, milliseconds(30000));
+        if (!rel) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  ASSERT_EQ(grant_order_tokens.size(), static_cast<size_t>(kClients * kRounds));
+  for (size_t i = 1; i < grant_order_tokens.size(); ++i) {
+    ASSERT_LT(grant_order_tokens[i - 1], grant_order_tokens[i]) << "at grant " << i;
+  }
+  EXPECT_TRUE(ContendersBecome("mutex", 0));
+}
+
+// Must-show 2: grants follow QUEUED order; positions shrink as it drains.
+TEST_F(LockServiceTest, FifoOrderAndShrinkingPositions) {
+  auto holder = Hold(s1_.get(), "fifo");
+  constexpr int kWaiters = 5;
+  std::vector<std::unique_ptr<AcquireStream>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::make_unique<AcquireStream>(
+        s1_.get(), OpenMsg("fifo", milliseconds(30000), absl::StrCat("w", i))));
+    auto q = waiters.back()->Next();
+    ASSERT_TRUE(q && q->type() == AcquireEvent::QUEUED);
+    EXPECT_EQ(q->queued().position(), i + 1);
+    EXPECT_EQ(q->queued().ahead(), i + 1);
+  }
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(waiters[i]->Await(AcquireEvent::ACQUIRED)) << "waiter " << i;
+    // Nobody behind it may have been granted first.
+    for (int j = i + 1; j < kWaiters; ++j) {
+      auto peek = waiters[j]->Next(milliseconds(0));
+      if (peek) {
+        EXPECT_EQ(peek->type(), AcquireEvent::QUEUED) << "waiter " << j << " jumped ahead";
+      }
+    }
+    waiters[i]->SendRelease();
+    ASSERT_TRUE(waiters[i]->Await(AcquireEvent::RELEASED));
+  }
+  for (int i = 0; i < kWaiters; ++i) {
+    auto seen = waiters[i]->queued_seen();
+    ASSERT_FALSE(seen.empty());
+    for (size_t k = 1; k < seen.size(); ++k) {
+      EXPECT_LT(seen[k].queued().position(), seen[k - 1].queued().position());
+    }
+    EXPECT_EQ(seen.back().queued().position(), 1) << "waiter " << i;
+    if (i > 0) EXPECT_GT(seen.size(), 1u) << "waiter " << i << " never saw its position shrink";
+  }
+}
+
+// Must-show 4a: try-once and wait timeout on a held lock.
+TEST_F(LockServiceTest, TryOnceAndWaitTimeoutFailWithDocumentedCodes) {
+  auto holder = Hold(s1_.get(), "busy");
+  AcquireStream once(s2_.get(), OpenMsg("busy", milliseconds(0)));
+  auto st = once.AwaitEnd();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st->error_message();
+  EXPECT_TRUE(ContendersBecome("busy", 1));
+
+  auto start = std::chrono::steady_clock::now();
+  AcquireStream timed(s2_.get(), OpenMsg("busy", milliseconds(400)));
+  st = timed.AwaitEnd();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st->error_message();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(400));
+  EXPECT_TRUE(ContendersBecome("busy", 1));
+
+  // On a free lock, try-once acquires.
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  AcquireStream free_once(s2_.get(), OpenMsg("busy", milliseconds(0)));
+  EXPECT_TRUE(free_once.Await(AcquireEvent::ACQUIRED));
+}
+
+// Must-show 4b: a cancelled wait leaves no node; the next waiter is served.
+TEST_F(LockServiceTest, CancelledWaitLeavesNoNode) {
+  auto holder = Hold(s1_.get(), "cancel");
+  auto w1 = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("cancel", milliseconds(30000)));
+  ASSERT_TRUE(w1->Next());  // QUEUED
+  auto w2 = std::make_unique<AcquireStream>(s2_.get(), OpenMsg("cancel", milliseconds(30000)));
+  ASSERT_TRUE(w2->Next());
+  ASSERT_TRUE(ContendersBecome("cancel", 3));
+  w1->Cancel();
+  ASSERT_TRUE(ContendersBecome("cancel", 2));
+  holder->SendRelease();
+  EXPECT_TRUE(w2->Await(AcquireEvent::ACQUIRED, milliseconds(5000)));
+  EXPECT_TRUE(ContendersBecome("cancel", 1));
+}
+
+// Must-show 4c: clients that die mid-wait or while holding leave no node.
+TEST_F(LockServiceTest, DeadClientsLeaveNoNodes) {
+  auto child_holder = ChildProcess::Spawn({TestBinary("acquire_child"), r1_->address(), "dead", "30000"});
+  ASSERT_TRUE(child_holder);
+  ASSERT_TRUE(child_holder->AwaitLine("ACQUIRED", milliseconds(20000)));
+  auto child_waiter = ChildProcess::Spawn({TestBinary("acquire_child"), r2_->address(), "dead", "30000"});
+  ASSERT_TRUE(child_waiter->AwaitLine("QUEUED", milliseconds(20000)));
+  auto waiter = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("dead", milliseconds(30000)));
+  ASSERT_TRUE(waiter->Next());
+  ASSERT_TRUE(ContendersBecome("dead", 3));
+
+  child_waiter->Signal(SIGKILL);  // dies mid-wait
+  ASSERT_TRUE(child_waiter->Wait(milliseconds(5000)));
+  EXPECT_TRUE(ContendersBecome("dead", 2));
+  auto start = std::chrono::steady_clock::now();
+  child_holder->Signal(SIGKILL);  // dies while holding
+  ASSERT_TRUE(child_holder->Wait(milliseconds(5000)));
+  ASSERT_TRUE(waiter->Await(AcquireEvent::ACQUIRED, milliseconds(5000)));
+  // Promptly: long before the 6 s session timeout would have freed it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+  EXPECT_TRUE(ContendersBecome("dead", 1));
+}
+
+// Must-show 5: Release through the other replica; stale/unknown ids.
+TEST_F(LockServiceTest, ReleaseThroughOtherReplicaAndStaleLeaseIds) {
+  std::string lease;
+  auto holder = Hold(s1_.get(), "rel", nullptr, &lease);
+  auto waiter = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("rel", milliseconds(30000)));
+  ASSERT_TRUE(waiter->Next());
+  {
+    grpc::ClientContext ctx;
+    v1::ReleaseRequest req;
+    req.set_lease_id(lease);
+    v1::ReleaseResponse resp;
+    grpc::Status st = s2_->Release(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  }
+  auto lost = holder->Await(AcquireEvent::LOST);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::DELETED);
+  std::string next_lease;
+  auto acq = waiter->Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  next_lease = acq->acquired().lease_id();
+
+  auto release = [&](v1::LockService::Stub* stub, const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::ReleaseRequest req;
+    req.set_lease_id(id);
+    v1::ReleaseResponse resp;
+    return stub->Release(&ctx, req, &resp);
+  };
+  // The stale id again, through either replica: NOT_FOUND.
+  EXPECT_EQ(release(s2_.get(), lease).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(release(s1_.get(), lease).error_code(), grpc::StatusCode::NOT_FOUND);
+  // A well-formed id that never existed: NOT_FOUND.
+  std::string unknown = FormatLeaseId(EncodeLockName("rel"), "x-00000000deadbeef-0000000001");
+  EXPECT_EQ(release(s2_.get(), unknown).error_code(), grpc::StatusCode::NOT_FOUND);
+  // The current holder was not disturbed.
+  EXPECT_FALSE(waiter->Next(milliseconds(300)).has_value());
+  auto nodes = zk_->Contenders(LockPath("rel"));
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(FormatLeaseId(EncodeLockName("rel"), nodes[0]), next_lease);
+  // Release through the same replica: RELEASED on the holder's own stream.
+  EXPECT_TRUE(release(s1_.get(), next_lease).ok());
+  EXPECT_TRUE(waiter->Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("rel", 0));
+}
+
+grpc::Status KeepAliveOnce(v1::LockService::Stub* stub, const std::vector<std::string>& ids,
+                           v1::KeepAliveResponse* resp) {
+  grpc::ClientContext ctx;
+  auto rw = stub->KeepAlive(&ctx);
+  v1::KeepAliveRequest req;
+  for (const auto& id : ids) req.add_lease_ids(id);
+  rw->Write(req);
+  bool got = rw->Read(resp);
+  rw->WritesDone();
+  grpc::Status st = rw->Finish();
+  if (st.ok() && !got) return grpc::Status(grpc::StatusCode::INTERNAL, "no response");
+  return st;
+}
+
+// Must-show 6: TTL leases are revoked unless kept alive (from any replica).
+TEST_F(LockServiceTest, LeaseTtlRevokedUnlessKeptAliveThroughOtherReplica) {
+  // Kept alive through replica 2 for 4x its ttl: still held.
+  std::string lease;
+  auto kept = Hold(s1_.get(), "ttl", nullptr, &lease, "kept", milliseconds(800));
+  auto waiter = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("ttl", milliseconds(30000)));
+  ASSERT_TRUE(waiter->Next());
+  auto until = std::chrono::steady_clock::now() + milliseconds(3200);
+  int renewals = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    v1::KeepAliveResponse resp;
+    ASSERT_TRUE(KeepAliveOnce(s2_.get(), {lease}, &resp).ok());
+    ASSERT_EQ(resp.leases_size(), 1);
+    EXPECT_EQ(resp.leases(0).code(), 0) << resp.leases(0).message();
+    EXPECT_EQ(resp.leases(0).valid_for().seconds() * 1000 + resp.leases(0).valid_for().nanos() / 1000000, 800);
+    ++renewals;
+    // The holder must not have been told anything.
+    auto ev = kept->Next(milliseconds(250));
+    ASSERT_FALSE(ev.has_value()) << ev->ShortDebugString();
+  }
+  EXPECT_GE(renewals, 8);
+  // Kept alive through its own replica as well.
+  v1::KeepAliveResponse resp;
+  ASSERT_TRUE(KeepAliveOnce(s1_.get(), {lease}, &resp).ok());
+  EXPECT_EQ(resp.leases(0).code(), 0);
+
+  // Then stop: revoked with LEASE_EXPIRED, the waiter acquires.
+  auto lost = kept->Await(AcquireEvent::LOST, milliseconds(5000));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::LEASE_EXPIRED);
+  ASSERT_TRUE(waiter->Await(AcquireEvent::ACQUIRED, milliseconds(5000)));
+  // A revoked lease cannot be kept alive.
+  ASSERT_TRUE(KeepAliveOnce(s2_.get(), {lease}, &resp).ok());
+  EXPECT_EQ(resp.leases(0).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  ASSERT_TRUE(KeepAliveOnce(s1_.get(), {lease}, &resp).ok());
+  EXPECT_EQ(resp.leases(0).code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  EXPECT_TRUE(ContendersBecome("ttl", 1));
+}
+
+// Must-show 11: Describe and List.
+TEST_F(LockServiceTest, DescribeListsHoldersAndWaitersInOrder) {
+  auto before = std::chrono::system_clock::now() - std::chrono::seconds(5);
+  v1::AcquireOpen open = OpenMsg("desc", milliseconds(30000), "alice");
+  (*open.mutable_metadata())["job"] = "42";
+  AcquireStream holder(s1_.get(), open);
+  auto acq = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  AcquireStream bob(s2_.get(), OpenMsg("desc", milliseconds(30000), "bob"));
+  ASSERT_TRUE(bob.Next());
+  AcquireStream carol(s1_.get(), OpenMsg("desc", milliseconds(30000), "carol"));
+  ASSERT_TRUE(carol.Next());
+  auto after = std::chrono::system_clock::now() + std::chrono::seconds(5);
+
+  for (auto* stub : {s1_.get(), s2_.get()}) {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("desc");
+    v1::DescribeResponse d;
+    ASSERT_TRUE(stub->Describe(&ctx, req, &d).ok());
+    ASSERT_EQ(d.holders_size(), 1);
+    ASSERT_EQ(d.waiters_size(), 2);
+    EXPECT_EQ(d.holders(0).owner(), "alice");
+    EXPECT_EQ(d.holders(0).metadata().at("job"), "42");
+    EXPECT_EQ(d.holders(0).fencing_token(), acq->acquired().fencing_token());
+    EXPECT_EQ(d.holders(0).replica_id(), r1_->config().replica_id);
+    EXPECT_EQ(d.holders(0).position(), 1);
+    EXPECT_EQ(d.waiters(0).owner(), "bob");
+    EXPECT_EQ(d.waiters(0).replica_id(), r2_->config().replica_id);
+    EXPECT_EQ(d.waiters(1).owner(), "carol");
+    EXPECT_EQ(d.waiters(0).position(), 2);
+    EXPECT_EQ(d.waiters(1).position(), 3);
+    EXPECT_LT(d.holders(0).fencing_token(), d.waiters(0).fencing_token());
+    EXPECT_LT(d.waiters(0).fencing_token(), d.waiters(1).fencing_token());
+    for (const auto& c : {d.holders(0), d.waiters(0), d.waiters(1)}) {
+      auto since = std::chrono::system_clock::time_point(std::chrono::seconds(c.since().seconds()));
+      EXPECT_GT(since, before);
+      EXPECT_LT(since, after);
+    }
+  }
+
+  std::vector<std::unique_ptr<AcquireStream>> more;
+  for (const char* n : {"app/b", "app/a", "other"}) more.push_back(Hold(s2_.get(), n));
+  auto list = [&](const std::string& prefix, int limit) {
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    req.set_prefix(prefix);
+    req.set_limit(limit);
+    v1::ListResponse resp;
+    EXPECT_TRUE(s1_->List(&ctx, req, &resp).ok());
+    return resp;
+  };
+  auto app = list("app/", 0);
+  EXPECT_EQ(std::vector<std::string>(app.names().begin(), app.names().end()),
+            (std::vector<std::string>{"app/a", "app/b"}));
+  EXPECT_FALSE(app.truncated());
+  auto all = list("", 0);
+  EXPECT_EQ(std::vector<std::string>(all.names().begin(), all.names().end()),
+            (std::vector<std::string>{"app/a", "app/b", "desc", "other"}));
+  auto one = list("", 1);
+  EXPECT_EQ(one.names_size(), 1);
+  EXPECT_TRUE(one.truncated());
+  // A released lock disappears from List at once (even before ZooKeeper
+  // reaps its empty container node).
+  more[2]->SendRelease();
+  ASSERT_TRUE(more[2]->Await(AcquireEvent::RELEASED));
+  auto after_release = list("", 0);
+  EXPECT_EQ(after_release.names_size(), 3);
+}
+
+}  // namespace
+}  // namespace turnstile::testing

@@ -1,0 +1,339 @@
+#include "tests/test_support.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/lock_name.h"
+#include "server/ordering.h"
+#include "tests/wait.h"
+
+namespace turnstile::testing {
+
+std::string UniqueRoot(const std::string& tag) {
+  static std::atomic<int> n{0};
+  return absl::StrCat("/t", getpid(), "-", tag, "-", n.fetch_add(1));
+}
+
+ReplicaConfig TestConfig(const std::string& zk, const std::string& root) {
+  ReplicaConfig c;
+  c.listen = "127.0.0.1:0";
+  c.zk = zk;
+  c.zk_root = root;
+  c.zk_session_timeout = milliseconds(6000);
+  c.drain_timeout = milliseconds(3000);
+  c.log_level = "error";
+  return c;
+}
+
+std::unique_ptr<Replica> StartReplica(const ReplicaConfig& config,
+                                      std::unique_ptr<ZkSession> zk) {
+  auto r = Replica::Start(config, std::move(zk));
+  if (!r.ok()) {
+    ADD_FAILURE() << "replica did not start: " << r.status();
+    return nullptr;
+  }
+  Replica* raw = r->get();
+  if (!WaitFor([raw] { return raw->engine().serving(); }, milliseconds(30000))) {
+    ADD_FAILURE() << "replica never became serving";
+  }
+  return std::move(*r);
+}
+
+std::unique_ptr<v1::LockService::Stub> NewStub(const std::string& address) {
+  return v1::LockService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+v1::AcquireOpen OpenMsg(const std::string& name, milliseconds wait_timeout,
+                        const std::string& owner, milliseconds ttl) {
+  v1::AcquireOpen o;
+  o.set_name(name);
+  o.set_owner(owner);
+  o.mutable_wait_timeout()->set_seconds(wait_timeout.count() / 1000);
+  o.mutable_wait_timeout()->set_nanos(static_cast<int>(wait_timeout.count() % 1000) * 1000000);
+  o.mutable_ttl()->set_seconds(ttl.count() / 1000);
+  o.mutable_ttl()->set_nanos(static_cast<int>(ttl.count() % 1000) * 1000000);
+  return o;
+}
+
+AcquireStream::AcquireStream(v1::LockService::Stub* stub,
+                             const v1::AcquireOpen& open) {
+  rw_ = stub->Acquire(&ctx_);
+  v1::AcquireRequest req;
+  *req.mutable_open() = open;
+  rw_->Write(req);
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+AcquireStream::~AcquireStream() {
+  ctx_.TryCancel();
+  reader_.join();
+}
+
+void AcquireStream::ReadLoop() {
+  AcquireEvent ev;
+  while (rw_->Read(&ev)) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (ev.type() == AcquireEvent::QUEUED) queued_.push_back(ev);
+    events_.push_back(ev);
+    cv_.notify_all();
+  }
+  grpc::Status s = rw_->Finish();
+  std::lock_guard<std::mutex> l(mu_);
+  status_ = s;
+  cv_.notify_all();
+}
+
+std::optional<AcquireEvent> AcquireStream::Next(milliseconds timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, timeout, [this] { return !events_.empty() || status_.has_value(); });
+  if (events_.empty()) return std::nullopt;
+  AcquireEvent ev = events_.front();
+  events_.pop_front();
+  return ev;
+}
+
+std::optional<AcquireEvent> AcquireStream::Await(AcquireEvent::Type type,
+                                                 milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    std::optional<AcquireEvent> ev = Next(left);
+    if (!ev) return std::nullopt;
+    if (ev->type() == type) return ev;
+    if (ev->type() != AcquireEvent::QUEUED) {
+      ADD_FAILURE() << "expected event " << AcquireEvent::Type_Name(type)
+                    << ", got " << ev->ShortDebugString();
+      return std::nullopt;
+    }
+  }
+}
+
+std::optional<grpc::Status> AcquireStream::AwaitEnd(milliseconds timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, timeout, [this] { return status_.has_value(); });
+  return status_;
+}
+
+bool AcquireStream::ended() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return status_.has_value();
+}
+
+std::vector<AcquireEvent> AcquireStream::queued_seen() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return queued_;
+}
+
+void AcquireStream::SendRelease() {
+  std::lock_guard<std::mutex> l(write_mu_);
+  if (writes_done_) return;
+  v1::AcquireRequest req;
+  req.mutable_release();
+  rw_->Write(req);
+}
+
+void AcquireStream::CloseWrites() {
+  std::lock_guard<std::mutex> l(write_mu_);
+  if (writes_done_) return;
+  writes_done_ = true;
+  rw_->WritesDone();
+}
+
+void AcquireStream::Cancel() { ctx_.TryCancel(); }
+
+SyncZk::SyncZk(const std::string& connect_string) {
+  ZkClientOptions o;
+  o.connect_string = connect_string;
+  o.session_timeout = milliseconds(10000);
+  zk_ = NewZkClientSession(o);
+  auto connected = std::make_shared<std::atomic<bool>>(false);
+  zk_->SetSessionListener([connected](SessionEvent e) {
+    if (e == SessionEvent::kConnected) *connected = true;
+  });
+  if (!zk_->Start().ok()) ADD_FAILURE() << "SyncZk start failed";
+  if (!WaitFor([connected] { return connected->load(); }, milliseconds(30000))) {
+    ADD_FAILURE() << "SyncZk could not connect to " << connect_string;
+  }
+}
+
+SyncZk::~SyncZk() { zk_->Close(); }
+
+absl::StatusOr<std::vector<std::string>> SyncZk::Children(const std::string& path) {
+  std::promise<std::pair<ZkCode, std::vector<std::string>>> p;
+  zk_->GetChildren(path, [&p](ZkCode c, const std::vector<std::string>& v) {
+    p.set_value({c, v});
+  });
+  auto [code, names] = p.get_future().get();
+  if (code == ZkCode::kNoNode) return absl::NotFoundError(path);
+  if (code != ZkCode::kOk) return absl::UnavailableError(ZkCodeName(code));
+  return names;
+}
+
+std::vector<std::string> SyncZk::Contenders(const std::string& lock_path) {
+  auto children = Children(lock_path);
+  std::vector<std::string> out;
+  if (!children.ok()) return out;
+  for (const auto& n : OrderContenders(*children)) out.push_back(n.node);
+  return out;
+}
+
+absl::StatusOr<ZkStat> SyncZk::Exists(const std::string& path) {
+  std::promise<std::pair<ZkCode, ZkStat>> p;
+  zk_->Exists(path, [&p](ZkCode c, const ZkStat& s) { p.set_value({c, s}); });
+  auto [code, stat] = p.get_future().get();
+  if (code == ZkCode::kNoNode) return absl::NotFoundError(path);
+  if (code != ZkCode::kOk) return absl::UnavailableError(ZkCodeName(code));
+  return stat;
+}
+
+ZkCode SyncZk::Delete(const std::string& path) {
+  std::promise<ZkCode> p;
+  zk_->Delete(path, -1, [&p](ZkCode c) { p.set_value(c); });
+  return p.get_future().get();
+}
+
+ZkCode SyncZk::Create(const std::string& path, const std::string& data, CreateMode mode) {
+  std::promise<ZkCode> p;
+  zk_->Create(path, data, mode,
+              [&p](ZkCode c, const std::string&, const ZkStat&) { p.set_value(c); });
+  return p.get_future().get();
+}
+
+bool IsServing(const std::string& address) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::ByteBuffer unused;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // grpc.health.v1.HealthCheckRequest{service: ""} is an empty message.
+  grpc::GenericStub generic(channel);
+  grpc::ByteBuffer req;
+  grpc::Status call_status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &unused,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> l(mu);
+                      call_status = s;
+                      done = true;
+                      cv.notify_all();
+                    });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  if (!call_status.ok()) return false;
+  std::vector<grpc::Slice> slices;
+  if (!unused.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse{status = 1 (SERVING)} encodes as 08 01.
+  return bytes == std::string("\x08\x01", 2);
+}
+
+}  // namespace turnstile::testing
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
+namespace turnstile::testing {
+
+std::unique_ptr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto child = std::make_unique<ChildProcess>();
+  int rc = posix_spawn(&child->pid_, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    ADD_FAILURE() << "cannot spawn " << argv[0];
+    return nullptr;
+  }
+  child->out_fd_ = fds[0];
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+std::optional<std::string> ChildProcess::ReadLine(milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{out_fd_, POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t r = read(out_fd_, buf, sizeof(buf));
+    if (r <= 0) return std::nullopt;
+    buffer_.append(buf, static_cast<size_t>(r));
+  }
+}
+
+std::optional<std::string> ChildProcess::AwaitLine(const std::string& prefix, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    auto line = ReadLine(left);
+    if (!line) return std::nullopt;
+    if (line->rfind(prefix, 0) == 0) return line;
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0 && !reaped_) kill(pid_, sig);
+}
+
+std::optional<int> ChildProcess::Wait(milliseconds timeout) {
+  int status = 0;
+  bool exited = WaitFor([&] {
+    if (reaped_) return true;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) reaped_ = true;
+    return reaped_;
+  }, timeout);
+  if (!exited) return std::nullopt;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  return std::nullopt;
+}
+
+std::string TestBinary(const std::string& name) {
+  // Tests run from the build tree; CMake passes the locations.
+  if (name == "turnstiled") return TURNSTILED_PATH;
+  return std::string(TEST_BIN_DIR) + "/" + name;
+}
+
+}  // namespace turnstile::testing

@@ -1,0 +1,135 @@
+// Test support: in-process replicas on a real ZooKeeper, synchronous gRPC
+// Acquire streams whose events are read by a background thread and awaited
+// with deadlines, and a synchronous ZooKeeper view for checking nodes.
+// Thread-safe where noted.
+#ifndef TURNSTILE_TESTS_TEST_SUPPORT_H_
+#define TURNSTILE_TESTS_TEST_SUPPORT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "server/replica.h"
+#include "server/zk_session.h"
+#include "turnstile/v1/lock.grpc.pb.h"
+
+namespace turnstile::testing {
+
+using std::chrono::milliseconds;
+using v1::AcquireEvent;
+
+// A znode root unique to this test process and test.
+std::string UniqueRoot(const std::string& tag);
+
+// Replica config for tests: loopback, free port, given ZooKeeper and root.
+ReplicaConfig TestConfig(const std::string& zk, const std::string& root);
+
+// Starts a replica and waits until it is serving (ZooKeeper session up).
+std::unique_ptr<Replica> StartReplica(const ReplicaConfig& config,
+                                      std::unique_ptr<ZkSession> zk = nullptr);
+
+std::unique_ptr<v1::LockService::Stub> NewStub(const std::string& address);
+
+v1::AcquireOpen OpenMsg(const std::string& name, milliseconds wait_timeout,
+                        const std::string& owner = "", milliseconds ttl = milliseconds(0));
+
+// One Acquire stream. Events are collected by a reader thread; Await* wait for
+// them with a deadline. Thread-safe.
+class AcquireStream {
+ public:
+  AcquireStream(v1::LockService::Stub* stub, const v1::AcquireOpen& open);
+  ~AcquireStream();  // cancels if still open
+
+  // The next event not yet taken, or nullopt if none arrives within
+  // `timeout` (or the stream ended).
+  std::optional<AcquireEvent> Next(milliseconds timeout = milliseconds(20000));
+  // Skips QUEUED events until an event of `type`; nullopt on timeout/end or
+  // on a different non-QUEUED event (which is consumed and kept in other()).
+  std::optional<AcquireEvent> Await(AcquireEvent::Type type,
+                                    milliseconds timeout = milliseconds(20000));
+  // Waits for the stream to end and returns its status.
+  std::optional<grpc::Status> AwaitEnd(milliseconds timeout = milliseconds(20000));
+  bool ended() const;
+
+  void SendRelease();
+  void CloseWrites();  // half-close: releases
+  void Cancel();       // the client goes away
+  std::vector<AcquireEvent> queued_seen() const;
+
+ private:
+  void ReadLoop();
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AcquireRequest, AcquireEvent>> rw_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<AcquireEvent> events_;   // GUARDED_BY(mu_)
+  std::vector<AcquireEvent> queued_;  // GUARDED_BY(mu_) every QUEUED seen
+  std::optional<grpc::Status> status_;  // GUARDED_BY(mu_)
+  std::mutex write_mu_;
+  bool writes_done_ = false;  // GUARDED_BY(write_mu_)
+  std::thread reader_;
+};
+
+// Blocking ZooKeeper calls over a ZkSession, for assertions.
+class SyncZk {
+ public:
+  explicit SyncZk(const std::string& connect_string);
+  ~SyncZk();
+  absl::StatusOr<std::vector<std::string>> Children(const std::string& path);
+  // Contender children only (names the engine would order).
+  std::vector<std::string> Contenders(const std::string& lock_path);
+  absl::StatusOr<ZkStat> Exists(const std::string& path);
+  ZkCode Delete(const std::string& path);
+  ZkCode Create(const std::string& path, const std::string& data, CreateMode mode);
+  ZkSession& session() { return *zk_; }
+
+ private:
+  std::unique_ptr<ZkSession> zk_;
+};
+
+// Health of a replica as its gRPC health service reports it.
+bool IsServing(const std::string& address);
+
+}  // namespace turnstile::testing
+
+#endif  // TURNSTILE_TESTS_TEST_SUPPORT_H_
+
+namespace turnstile::testing {
+
+// A child process with its stdout on a pipe; killed (SIGKILL) and reaped on
+// destruction if still running.
+class ChildProcess {
+ public:
+  static std::unique_ptr<ChildProcess> Spawn(const std::vector<std::string>& argv);
+  ~ChildProcess();
+  // The next stdout line, or nullopt if none within `timeout` (or EOF).
+  std::optional<std::string> ReadLine(milliseconds timeout);
+  // Reads lines until one starts with `prefix`.
+  std::optional<std::string> AwaitLine(const std::string& prefix, milliseconds timeout);
+  void Signal(int sig);
+  // Waits for exit; returns the exit status (WEXITSTATUS) or -signal.
+  std::optional<int> Wait(milliseconds timeout);
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string buffer_;
+  bool reaped_ = false;
+};
+
+// Path of a binary built next to the tests (e.g. "acquire_child"), or of
+// turnstiled.
+std::string TestBinary(const std::string& name);
+
+}  // namespace turnstile::testing
