@@ -235,8 +235,7 @@ class AcquireReactor final
   void Begin() {
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
-      FinishAfterWrites(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "too many open streams on this replica"));
+      FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
     StartRead(&req_);
@@ -323,8 +322,7 @@ class KeepAliveReactor final
   void Begin() {
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
-      FinishAfterWrites(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "too many open streams on this replica"));
+      FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
     StartRead(&req_);
@@ -349,6 +347,13 @@ void ToProto(const ContenderView& v, v1::Contender* out) {
 }
 
 }  // namespace
+
+grpc::Status LockServiceImpl::StreamLimitStatus() const {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("too many open streams on this replica: the limit "
+                                   "(--max-streams) is ",
+                                   max_streams_));
+}
 
 bool LockServiceImpl::TryOpenStream() {
   size_t n = open_streams_.fetch_add(1);

@@ -39,6 +39,8 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
 
   // Reserves a stream slot; false when the replica is at max_streams.
   bool TryOpenStream();
+  // RESOURCE_EXHAUSTED naming the flag and the limit.
+  grpc::Status StreamLimitStatus() const;
   void CloseStream() { open_streams_.fetch_sub(1); }
   LockEngine* engine() const { return engine_; }
 

@@ -117,6 +117,24 @@ std::optional<AcquireEvent> AcquireStream::Await(AcquireEvent::Type type,
   }
 }
 
+std::optional<AcquireEvent> AcquireStream::AwaitAfterSuspension(AcquireEvent::Type type,
+                                                                milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    std::optional<AcquireEvent> ev = Next(left);
+    if (!ev) return std::nullopt;
+    if (ev->type() == type) return ev;
+    if (ev->type() != AcquireEvent::QUEUED && ev->type() != AcquireEvent::SUSPENDED &&
+        ev->type() != AcquireEvent::RESUMED) {
+      ADD_FAILURE() << "expected event " << AcquireEvent::Type_Name(type) << ", got "
+                    << ev->ShortDebugString();
+      return std::nullopt;
+    }
+  }
+}
+
 std::optional<grpc::Status> AcquireStream::AwaitEnd(milliseconds timeout) {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait_for(l, timeout, [this] { return status_.has_value(); });
@@ -151,6 +169,7 @@ void AcquireStream::CloseWrites() {
 void AcquireStream::Cancel() { ctx_.TryCancel(); }
 
 SyncZk::SyncZk(const std::string& connect_string) {
+  SetZkClientLogLevel("error");
   ZkClientOptions o;
   o.connect_string = connect_string;
   o.session_timeout = milliseconds(10000);
@@ -215,7 +234,8 @@ bool IsServing(const std::string& address) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   // grpc.health.v1.HealthCheckRequest{service: ""} is an empty message.
   grpc::GenericStub generic(channel);
-  grpc::ByteBuffer req;
+  grpc::Slice empty("");
+  grpc::ByteBuffer req(&empty, 1);
   grpc::Status call_status;
   std::mutex mu;
   std::condition_variable cv;

@@ -56,6 +56,10 @@ class AcquireStream {
   // on a different non-QUEUED event (which is consumed and kept in other()).
   std::optional<AcquireEvent> Await(AcquireEvent::Type type,
                                     milliseconds timeout = milliseconds(20000));
+  // Like Await, but also skips SUSPENDED and RESUMED (a session expiry is
+  // seen only after a disconnection).
+  std::optional<AcquireEvent> AwaitAfterSuspension(AcquireEvent::Type type,
+                                                   milliseconds timeout = milliseconds(20000));
   // Waits for the stream to end and returns its status.
   std::optional<grpc::Status> AwaitEnd(milliseconds timeout = milliseconds(20000));
   bool ended() const;

@@ -1,0 +1,348 @@
+// Failure semantics (SPEC §4) against real ZooKeeper servers: session
+// expiry, a ZooKeeper restart within the session timeout, a disconnection
+// longer than it, a create whose reply is lost or late, and SIGTERM drain.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+// Wraps the real session; can lose or delay the reply of contender creates.
+// The create itself always reaches ZooKeeper.
+class FaultySession final : public ZkSession {
+ public:
+  explicit FaultySession(const std::string& connect) {
+    ZkClientOptions o;
+    o.connect_string = connect;
+    o.session_timeout = milliseconds(6000);
+    real_ = NewZkClientSession(o);
+  }
+  // The next contender create that succeeds is reported as CONNECTION_LOSS.
+  void LoseNextCreateReply() {
+    std::lock_guard<std::mutex> l(mu_);
+    lose_next_ = true;
+  }
+  // The next successful contender create's reply is held until
+  // DeliverHeldReply().
+  void HoldNextCreateReply() {
+    std::lock_guard<std::mutex> l(mu_);
+    hold_next_ = true;
+  }
+  bool HasHeldReply() {
+    std::lock_guard<std::mutex> l(mu_);
+    return static_cast<bool>(held_);
+  }
+  void DeliverHeldReply() {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      fn = std::move(held_);
+      held_ = nullptr;
+    }
+    if (fn) fn();
+  }
+
+  void Create(const std::string& path, const std::string& data, CreateMode mode,
+              CreateCallback done) override {
+    CountCall(ZkOp::kCreate);
+    bool contender = mode == CreateMode::kEphemeralSequential;
+    real_->Create(path, data, mode,
+                  [this, contender, done](ZkCode code, const std::string& p, const ZkStat& s) {
+                    bool lose = false, hold = false;
+                    if (contender && code == ZkCode::kOk) {
+                      ++contender_creates;  // nodes actually created
+                      std::lock_guard<std::mutex> l(mu_);
+                      lose = std::exchange(lose_next_, false);
+                      hold = !lose && std::exchange(hold_next_, false);
+                      if (hold) held_ = [done, code, p, s] { done(code, p, s); };
+                    }
+                    if (lose) {
+                      created_but_lost_ = p;
+                      done(ZkCode::kConnectionLoss, "", ZkStat{});
+                    } else if (!hold) {
+                      done(code, p, s);
+                    }
+                  });
+  }
+  void Delete(const std::string& path, int32_t version, VoidCallback done) override {
+    CountCall(ZkOp::kDelete);
+    real_->Delete(path, version, std::move(done));
+  }
+  void GetData(const std::string& path, Watcher w, DataCallback done) override {
+    CountCall(ZkOp::kGetData);
+    real_->GetData(path, std::move(w), std::move(done));
+  }
+  void SetData(const std::string& path, const std::string& data, int32_t version,
+               StatCallback done) override {
+    CountCall(ZkOp::kSetData);
+    real_->SetData(path, data, version, std::move(done));
+  }
+  void GetChildren(const std::string& path, ChildrenCallback done) override {
+    CountCall(ZkOp::kGetChildren);
+    real_->GetChildren(path, std::move(done));
+  }
+  void Exists(const std::string& path, StatCallback done) override {
+    CountCall(ZkOp::kExists);
+    real_->Exists(path, std::move(done));
+  }
+  void SetSessionListener(SessionListener l) override { real_->SetSessionListener(std::move(l)); }
+  absl::Status Start() override { return real_->Start(); }
+  void Close() override { real_->Close(); }
+  bool connected() const override { return real_->connected(); }
+  milliseconds session_timeout() const override { return real_->session_timeout(); }
+  SessionCredentials credentials() const override { return real_->credentials(); }
+
+  std::string created_but_lost_;
+  std::atomic<int> contender_creates{0};
+
+ private:
+  std::unique_ptr<ZkSession> real_;
+  std::mutex mu_;
+  bool lose_next_ = false;            // GUARDED_BY(mu_)
+  bool hold_next_ = false;            // GUARDED_BY(mu_)
+  std::function<void()> held_;        // GUARDED_BY(mu_)
+};
+
+class FaultsTest : public ::testing::Test {
+ protected:
+  void UseServer(const std::string& connect) {
+    connect_ = connect;
+    root_ = UniqueRoot("faults");
+    zk_ = std::make_unique<SyncZk>(connect_);
+  }
+  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+  bool ContendersBecome(const std::string& name, size_t n, milliseconds timeout = milliseconds(20000)) {
+    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; }, timeout);
+  }
+
+  std::string connect_, root_;
+  std::unique_ptr<SyncZk> zk_;
+};
+
+// Must-show 7: session expiry of a replica.
+TEST_F(FaultsTest, SessionExpiryLosesHoldersAndRequeuesWaiters) {
+  UseServer(SharedZkServer().ConnectString());
+  auto r1 = StartReplica(TestConfig(connect_, root_));
+  auto r2 = StartReplica(TestConfig(connect_, root_));
+  auto s1 = NewStub(r1->address());
+  auto s2 = NewStub(r2->address());
+  AcquireStream holder(s1.get(), OpenMsg("exp", milliseconds(60000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  AcquireStream w1(s1.get(), OpenMsg("exp", milliseconds(60000), "w1"));
+  ASSERT_TRUE(w1.Next());
+  AcquireStream w2(s2.get(), OpenMsg("exp", milliseconds(60000), "w2"));
+  ASSERT_TRUE(w2.Next());
+  ASSERT_TRUE(ContendersBecome("exp", 3));
+  auto old_session = r1->zk().credentials().session_id;
+
+  ASSERT_TRUE(ExpireZkSession(connect_, r1->zk().credentials()).ok());
+
+  auto lost = holder.AwaitAfterSuspension(AcquireEvent::LOST);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::SESSION_EXPIRED);
+  // w2 (other replica) is now first; w1 queued again behind it.
+  ASSERT_TRUE(w2.Await(AcquireEvent::ACQUIRED));
+  auto requeued = w1.Next();
+  ASSERT_TRUE(requeued);
+  EXPECT_EQ(requeued->type(), AcquireEvent::QUEUED);
+  ASSERT_TRUE(WaitFor([&] { return r1->engine().serving(); }, milliseconds(20000)));
+  EXPECT_NE(r1->zk().credentials().session_id, old_session);
+  EXPECT_EQ(r1->engine().stats().requeued_after_expiry, 1u);
+  ASSERT_TRUE(ContendersBecome("exp", 2));  // w2 + w1's new node; no orphans
+  w2.SendRelease();
+  ASSERT_TRUE(w1.Await(AcquireEvent::ACQUIRED));
+  w1.SendRelease();
+  ASSERT_TRUE(w1.Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("exp", 0));
+}
+
+// Must-show 8: ZooKeeper stopped and restarted within the session timeout.
+TEST_F(FaultsTest, ZooKeeperRestartWithinSessionTimeoutSuspendsAndResumes) {
+  auto server = ZkServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  UseServer((*server)->ConnectString());
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.zk_session_timeout = milliseconds(20000);
+  auto r = StartReplica(cfg);
+  auto stub = NewStub(r->address());
+  AcquireStream holder(stub.get(), OpenMsg("restart", milliseconds(60000)));
+  auto acq = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  AcquireStream waiter(stub.get(), OpenMsg("restart", milliseconds(120000)));
+  ASSERT_TRUE(waiter.Next());
+  ASSERT_TRUE(IsServing(r->address()));
+  zk_.reset();  // our checker's session would only get in the way
+
+  ASSERT_TRUE((*server)->Stop().ok());
+  auto suspended = holder.Await(AcquireEvent::SUSPENDED);
+  ASSERT_TRUE(suspended);
+  int64_t safe_ms = suspended->suspended().safe_for().seconds() * 1000 +
+                    suspended->suspended().safe_for().nanos() / 1000000;
+  EXPECT_GT(safe_ms, 0);
+  EXPECT_LE(safe_ms, 20000);
+  EXPECT_TRUE(WaitFor([&] { return !IsServing(r->address()); }, milliseconds(10000)));
+  // While ZooKeeper is away new contenders are refused.
+  AcquireStream refused(stub.get(), OpenMsg("restart-other", milliseconds(1000)));
+  auto st = refused.AwaitEnd();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  ASSERT_TRUE((*server)->Restart().ok());
+  ASSERT_TRUE(holder.Await(AcquireEvent::RESUMED, milliseconds(30000)));
+  EXPECT_TRUE(WaitFor([&] { return IsServing(r->address()); }, milliseconds(30000)));
+  // Nothing was lost: the holder still holds, the lock still works.
+  zk_ = std::make_unique<SyncZk>(connect_);
+  auto nodes = zk_->Contenders(LockPath("restart"));
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(FormatLeaseId(EncodeLockName("restart"), nodes[0]), acq->acquired().lease_id());
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::ACQUIRED));
+}
+
+// SPEC §8: a replica cut off for longer than the session timeout must treat
+// its holds as lost without waiting to hear of the expiry.
+TEST_F(FaultsTest, DisconnectedLongerThanSessionTimeoutIsLost) {
+  auto server = ZkServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  UseServer((*server)->ConnectString());
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.zk_session_timeout = milliseconds(3000);
+  auto r = StartReplica(cfg);
+  auto stub = NewStub(r->address());
+  AcquireStream holder(stub.get(), OpenMsg("cut", milliseconds(60000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  zk_.reset();
+  ASSERT_TRUE((*server)->Stop().ok());
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(holder.Await(AcquireEvent::SUSPENDED));
+  auto lost = holder.Await(AcquireEvent::LOST, milliseconds(10000));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::SESSION_EXPIRED);
+  EXPECT_LE(std::chrono::steady_clock::now() - start, milliseconds(3500));
+  // When ZooKeeper returns, the replica serves again and leaves no node.
+  ASSERT_TRUE((*server)->Restart().ok());
+  EXPECT_TRUE(WaitFor([&] { return r->engine().serving(); }, milliseconds(30000)));
+  zk_ = std::make_unique<SyncZk>(connect_);
+  EXPECT_TRUE(ContendersBecome("cut", 0));
+  AcquireStream again(stub.get(), OpenMsg("cut", milliseconds(10000)));
+  EXPECT_TRUE(again.Await(AcquireEvent::ACQUIRED));
+}
+
+// Must-show 9: a create whose reply is lost leaves exactly one node, and the
+// contender proceeds with it.
+TEST_F(FaultsTest, LostCreateReplyFindsOwnNodeAndNeverCreatesASecond) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  auto stub = NewStub(r->address());
+
+  fs->LoseNextCreateReply();
+  AcquireStream s(stub.get(), OpenMsg("lost-reply", milliseconds(20000)));
+  auto acq = s.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  EXPECT_FALSE(fs->created_but_lost_.empty());
+  auto nodes = zk_->Contenders(LockPath("lost-reply"));
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(LockPath("lost-reply") + "/" + nodes[0], fs->created_but_lost_);
+  EXPECT_EQ(r->engine().stats().recovered_creates, 1u);
+  auto stat = zk_->Exists(LockPath("lost-reply") + "/" + nodes[0]);
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(acq->acquired().fencing_token(), static_cast<uint64_t>(stat->czxid));
+  EXPECT_EQ(fs->contender_creates.load(), 1);  // found, not created again
+
+  // Also when the lost reply belongs to a waiter: it queues with its node.
+  fs->LoseNextCreateReply();
+  AcquireStream w(stub.get(), OpenMsg("lost-reply", milliseconds(20000)));
+  auto q = w.Next();
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->type(), AcquireEvent::QUEUED);
+  EXPECT_EQ(zk_->Contenders(LockPath("lost-reply")).size(), 2u);
+  EXPECT_EQ(fs->contender_creates.load(), 2);
+  EXPECT_EQ(r->engine().stats().recovered_creates, 2u);
+  s.SendRelease();
+  ASSERT_TRUE(w.Await(AcquireEvent::ACQUIRED));
+  w.SendRelease();
+  ASSERT_TRUE(w.Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("lost-reply", 0));
+}
+
+// SPEC §8: the create's reply can arrive after the caller gave up.
+TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  auto stub = NewStub(r->address());
+  fs->HoldNextCreateReply();
+  {
+    AcquireStream s(stub.get(), OpenMsg("late", milliseconds(20000)));
+    ASSERT_TRUE(WaitFor([&] { return fs->HasHeldReply(); }, milliseconds(10000)));
+    ASSERT_TRUE(ContendersBecome("late", 1));  // applied in ZooKeeper
+    s.Cancel();
+    ASSERT_TRUE(s.AwaitEnd());
+  }
+  ASSERT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 1; }, milliseconds(5000)));
+  fs->DeliverHeldReply();  // the reply arrives after the caller left
+  EXPECT_TRUE(ContendersBecome("late", 0));
+  EXPECT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 0; }, milliseconds(5000)));
+}
+
+// Must-show 12: SIGTERM on a real turnstiled process.
+TEST_F(FaultsTest, SigtermDrainsHoldersAndRemovesNodesAtOnce) {
+  UseServer(SharedZkServer().ConnectString());
+  auto child = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0", "--zk", connect_,
+                                    "--zk-root", root_, "--drain-timeout", "2s",
+                                    "--zk-session-timeout", "30s", "--log-level", "error"});
+  ASSERT_TRUE(child);
+  auto line = child->AwaitLine("turnstiled", milliseconds(20000));
+  ASSERT_TRUE(line);
+  std::string address = line->substr(line->find("listening on ") + 13);
+  address = address.substr(0, address.find(' '));
+  ASSERT_TRUE(WaitFor([&] { return IsServing(address); }, milliseconds(20000)));
+  auto stub = NewStub(address);
+  auto other = StartReplica(TestConfig(connect_, root_));
+  auto other_stub = NewStub(other->address());
+
+  AcquireStream holder(stub.get(), OpenMsg("drain", milliseconds(60000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  AcquireStream local_waiter(stub.get(), OpenMsg("drain", milliseconds(60000)));
+  ASSERT_TRUE(local_waiter.Next());
+  AcquireStream remote_waiter(other_stub.get(), OpenMsg("drain", milliseconds(60000)));
+  ASSERT_TRUE(remote_waiter.Next());
+  ASSERT_TRUE(ContendersBecome("drain", 3));
+
+  auto start = std::chrono::steady_clock::now();
+  child->Signal(SIGTERM);
+  EXPECT_TRUE(WaitFor([&] { return !IsServing(address); }, milliseconds(1500)));
+  auto st = local_waiter.AwaitEnd(milliseconds(5000));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto lost = holder.Await(AcquireEvent::LOST, milliseconds(10000));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::SHUTDOWN);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(1900));
+  auto exit_code = child->Wait(milliseconds(10000));
+  ASSERT_TRUE(exit_code);
+  EXPECT_EQ(*exit_code, 0);
+  EXPECT_LE(std::chrono::steady_clock::now() - start, milliseconds(6000));
+  // Its nodes are gone at once, not after the 30 s session timeout.
+  ASSERT_TRUE(remote_waiter.Await(AcquireEvent::ACQUIRED, milliseconds(10000)));
+  EXPECT_LE(std::chrono::steady_clock::now() - start, milliseconds(8000));
+  EXPECT_TRUE(ContendersBecome("drain", 1));
+}
+
+}  // namespace
+}  // namespace turnstile::testing

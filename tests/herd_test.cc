@@ -1,0 +1,171 @@
+// Herd-freedom, asserted on what ZooKeeper itself reports (wchc, mntr) and on
+// the engine's count of ZooKeeper calls by kind.
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+std::string SessionHex(int64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, static_cast<uint64_t>(id));
+  return buf;
+}
+
+int64_t MntrValue(const std::string& key) {
+  auto m = SharedZkServer().Mntr();
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok() || !m->count(key)) {
+    ADD_FAILURE() << "mntr has no " << key;
+    return -1;
+  }
+  int64_t v = 0;
+  double d = 0;
+  if (!absl::SimpleAtoi(m->at(key), &v) && absl::SimpleAtod(m->at(key), &d)) v = static_cast<int64_t>(d);
+  return v;
+}
+
+struct Calls {
+  uint64_t n[static_cast<int>(ZkOp::kCount)];
+  static Calls Of(ZkSession& zk) {
+    Calls c;
+    for (int i = 0; i < static_cast<int>(ZkOp::kCount); ++i) c.n[i] = zk.call_count(static_cast<ZkOp>(i));
+    return c;
+  }
+  uint64_t operator[](ZkOp op) const { return n[static_cast<int>(op)]; }
+};
+
+class HerdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("herd");
+    r1_ = StartReplica(TestConfig(connect_, root_));
+    r2_ = StartReplica(TestConfig(connect_, root_));
+    ASSERT_TRUE(r1_ && r2_);
+    s1_ = NewStub(r1_->address());
+    s2_ = NewStub(r2_->address());
+    zk_ = std::make_unique<SyncZk>(connect_);
+  }
+  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+  // Watched paths of one replica's session, as ZooKeeper lists them.
+  std::vector<std::string> WatchesOf(Replica& r) {
+    auto all = SharedZkServer().WatchesBySession();
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return {};
+    auto it = all->find(SessionHex(r.zk().credentials().session_id));
+    return it == all->end() ? std::vector<std::string>{} : it->second;
+  }
+
+  std::string connect_, root_;
+  std::unique_ptr<Replica> r1_, r2_;
+  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
+  std::unique_ptr<SyncZk> zk_;
+};
+
+TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {
+  constexpr int kWaiters = 50;
+  const std::string lock = LockPath("herd");
+  auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("herd", milliseconds(60000)));
+  ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+  std::vector<std::unique_ptr<AcquireStream>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::make_unique<AcquireStream>(s1_.get(), OpenMsg("herd", milliseconds(60000))));
+    ASSERT_TRUE(waiters.back()->Next());  // QUEUED: its node exists, so the order is fixed
+  }
+  std::vector<std::string> queue = zk_->Contenders(lock);
+  ASSERT_EQ(queue.size(), static_cast<size_t>(kWaiters + 1));
+
+  // Exactly the nodes 0..49 are watched (each waiter watches its
+  // predecessor; the holder's watch on its own node shares node 0's path).
+  std::set<std::string> expected;
+  for (int i = 0; i < kWaiters; ++i) expected.insert(lock + "/" + queue[i]);
+  std::vector<std::string> watched;
+  ASSERT_TRUE(WaitFor([&] {
+    watched = WatchesOf(*r1_);
+    return watched.size() == static_cast<size_t>(kWaiters);
+  }, milliseconds(10000))) << "watches: " << watched.size();
+  std::set<std::string> distinct(watched.begin(), watched.end());
+  EXPECT_EQ(distinct.size(), watched.size()) << "a node is watched twice";
+  EXPECT_EQ(distinct, expected);
+  EXPECT_EQ(distinct.count(lock), 0u) << "the lock node itself must not be watched";
+  EXPECT_EQ(MntrValue("zk_watch_count") >= kWaiters, true);
+
+  // One release: one watch fires (server side), no getChildren anywhere,
+  // and the next waiter needs exactly one read (its own-node watch).
+  Calls before = Calls::Of(r1_->zk());
+  int64_t deleted_watch_sum = MntrValue("zk_sum_node_deleted_watch_count");
+  int64_t changed_watch_sum = MntrValue("zk_sum_node_changed_watch_count");
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(waiters[0]->Await(AcquireEvent::ACQUIRED));
+  ASSERT_TRUE(WaitFor([&] { return WatchesOf(*r1_).size() == static_cast<size_t>(kWaiters - 1); },
+                      milliseconds(10000)));
+  Calls after = Calls::Of(r1_->zk());
+  EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 0u);
+  EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 0u);
+  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 1u);
+  EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], 1u);
+  EXPECT_EQ(after[ZkOp::kSetData] - before[ZkOp::kSetData], 0u);
+  EXPECT_EQ(MntrValue("zk_sum_node_deleted_watch_count") - deleted_watch_sum, 1);
+  EXPECT_EQ(MntrValue("zk_sum_node_changed_watch_count") - changed_watch_sum, 0);
+  for (int i = 1; i < kWaiters; ++i) {
+    auto ev = waiters[i]->Next(milliseconds(0));
+    if (ev) EXPECT_EQ(ev->type(), AcquireEvent::QUEUED) << "waiter " << i;
+  }
+
+  // Drain the rest: the cost per handoff does not grow with the queue.
+  before = Calls::Of(r1_->zk());
+  for (int i = 0; i < kWaiters; ++i) {
+    if (i > 0) ASSERT_TRUE(waiters[i]->Await(AcquireEvent::ACQUIRED)) << i;
+    waiters[i]->SendRelease();
+    ASSERT_TRUE(waiters[i]->Await(AcquireEvent::RELEASED)) << i;
+  }
+  after = Calls::Of(r1_->zk());
+  EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 0u);
+  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], static_cast<uint64_t>(kWaiters));
+  EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], static_cast<uint64_t>(kWaiters - 1));
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(lock).empty(); }, milliseconds(10000)));
+}
+
+// Waiters alternate between two replicas: a handoff across replicas is
+// still O(1): the next waiter reads nothing but the node it must watch.
+TEST_F(HerdTest, CrossReplicaHandoffsDoNotRelist) {
+  constexpr int kWaiters = 30;
+  auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("x", milliseconds(60000)));
+  ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+  std::vector<std::unique_ptr<AcquireStream>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    auto* stub = (i % 2 == 0) ? s2_.get() : s1_.get();
+    waiters.push_back(std::make_unique<AcquireStream>(stub, OpenMsg("x", milliseconds(60000))));
+    ASSERT_TRUE(waiters.back()->Next());  // QUEUED, so the order is fixed
+  }
+  Calls b1 = Calls::Of(r1_->zk()), b2 = Calls::Of(r2_->zk());
+  holder->SendRelease();
+  for (int i = 0; i < kWaiters; ++i) {
+    ASSERT_TRUE(waiters[i]->Await(AcquireEvent::ACQUIRED)) << i;
+    waiters[i]->SendRelease();
+    ASSERT_TRUE(waiters[i]->Await(AcquireEvent::RELEASED)) << i;
+  }
+  Calls a1 = Calls::Of(r1_->zk()), a2 = Calls::Of(r2_->zk());
+  EXPECT_EQ(a1[ZkOp::kGetChildren] - b1[ZkOp::kGetChildren], 0u);
+  EXPECT_EQ(a2[ZkOp::kGetChildren] - b2[ZkOp::kGetChildren], 0u);
+  uint64_t reads = (a1[ZkOp::kGetData] - b1[ZkOp::kGetData]) + (a2[ZkOp::kGetData] - b2[ZkOp::kGetData]);
+  // Per handoff: the new holder's own-node watch, plus at most one re-check.
+  EXPECT_LE(reads, static_cast<uint64_t>(2 * kWaiters));
+}
+
+}  // namespace
+}  // namespace turnstile::testing
