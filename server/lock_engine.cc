@@ -18,6 +18,9 @@ int64_t NowUnixMs() {
       .count();
 }
 
+// "/" + "/x-<16 hex>-<11 chars>" plus slack.
+constexpr size_t kContenderPathOverhead = 40;
+
 bool IsRetryable(ZkCode code) { return code == ZkCode::kConnectionLoss; }
 bool IsSessionGone(ZkCode code) {
   return code == ZkCode::kSessionExpired || code == ZkCode::kClosing;
@@ -59,6 +62,7 @@ struct LockEngine::Contender {
   bool abandoned = false;  // ended while its create was in flight
   bool suspended = false;
   int create_attempts = 0;
+  size_t path_bytes = 0;  // counted in watched_path_bytes_
 
   std::string node;  // own node name, once known
   int32_t seq = 0;
@@ -245,6 +249,15 @@ void LockEngine::OnSessionEvent(SessionEvent e) {
                  "the replica's ZooKeeper session expired");
           }
           if (c->state == State::kDeleting || c->abandoned || !c->sink) {
+            if (c->state == State::kDeleting && c->sink) {
+              // A release waiting for the connection: the node went with
+              // the session, so it is released.
+              ++stats_.released;
+              LockEvent ev;
+              ev.type = LockEvent::Type::kReleased;
+              Emit(c, ev);
+              Finish(c, absl::OkStatus());
+            }
             Forget(c);
             continue;
           }
@@ -393,8 +406,19 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
           "lock \"", p.name, "\" has ", local.size(),
           " contenders; the limit is ", lim.max_contenders_per_lock));
     }
+    // Every watch of the session is re-sent in one SetWatches packet on
+    // reconnect, which must fit jute.maxbuffer: budget the watched paths.
+    size_t path_bytes = options_.root.size() + segment.size() + kContenderPathOverhead;
+    if (watched_path_bytes_ + path_bytes > lim.max_watched_path_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this replica's contenders would watch ", watched_path_bytes_ + path_bytes,
+          " bytes of paths; the limit is ", lim.max_watched_path_bytes,
+          " (ZooKeeper re-sends all watches in one packet on reconnect)"));
+    }
+    watched_path_bytes_ += path_bytes;
     auto c = std::make_unique<Contender>();
     c->id = id = ++next_id_;
+    c->path_bytes = path_bytes;
     c->params = p;
     c->segment = segment;
     c->lock_path = options_.root + "/" + segment;
@@ -478,11 +502,22 @@ void LockEngine::Step(Contender* c) {
 }
 
 void LockEngine::Stall(Contender* c) {
-  if (connected_ && bootstrapped_) {
-    Step(c);  // the connection is back already
-  } else {
-    c->stalled = true;
-  }
+  c->stalled = true;  // the next kConnected retries it
+  if (!connected_ || !bootstrapped_) return;
+  // The connection is already back (or the failure was an operation
+  // timeout): retry soon, but never in a tight loop.
+  uint64_t id = c->id, gen = c->gen;
+  timers_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (shut_down_) return;
+      Contender* c = Find(id, gen);
+      if (c == nullptr || !c->stalled || !connected_ || !bootstrapped_) return;
+      c->stalled = false;
+      Step(c);
+    }
+    Deliver();
+  });
 }
 
 void LockEngine::IssueCreate(Contender* c) {
@@ -955,6 +990,7 @@ void LockEngine::IssueDelete(Contender* c) {
 }
 
 void LockEngine::Forget(Contender* c) {
+  watched_path_bytes_ -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
   if (!c->node.empty()) {

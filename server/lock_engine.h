@@ -88,6 +88,10 @@ struct EngineLimits {
   // Contenders (holders and waiters) on one lock, cluster-wide.
   size_t max_contenders_per_lock = 1000;
   size_t max_keepalive_leases = 100;
+  // Sum of the path lengths this replica's contenders may watch. ZooKeeper's
+  // C client re-sends all watches in one SetWatches packet on reconnect, and
+  // a packet over jute.maxbuffer (1 MiB by default) breaks the session.
+  size_t max_watched_path_bytes = 512 * 1024;
 };
 
 struct EngineOptions {
@@ -238,6 +242,7 @@ class LockEngine {
   EngineStats stats_;                                      // GUARDED_BY(mu_)
   std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
   bool shut_down_ = false;                                 // GUARDED_BY(mu_)
+  size_t watched_path_bytes_ = 0;                          // GUARDED_BY(mu_)
 
   std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
 };

@@ -49,6 +49,9 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->Int("max-streams", &max_streams, "open Acquire + KeepAlive streams allowed on this replica");
   f->Int("max-contenders-per-lock", &max_contenders_per_lock,
          "holders + waiters allowed on one lock (cluster-wide)");
+  f->Int("max-watch-bytes", &max_watch_bytes,
+         "total bytes of znode paths this replica's contenders may watch (ZooKeeper re-sends "
+         "all watches in one packet on reconnect; keep well under jute.maxbuffer)");
   f->Duration("max-wait-timeout", &max_wait_timeout, "largest wait_timeout an Acquire may ask for");
   f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
@@ -67,8 +70,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     return absl::InvalidArgumentError(absl::StrCat(
         "--zk-root must be an absolute path other than \"/\", got \"", c.zk_root, "\""));
   }
-  if (c.max_streams < 1 || c.max_contenders_per_lock < 1) {
-    return absl::InvalidArgumentError("--max-streams and --max-contenders-per-lock must be >= 1");
+  if (c.max_streams < 1 || c.max_contenders_per_lock < 1 || c.max_watch_bytes < 1) {
+    return absl::InvalidArgumentError(
+        "--max-streams, --max-contenders-per-lock and --max-watch-bytes must be >= 1");
   }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
@@ -93,6 +97,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.replica_id = c.replica_id;
   eo.limits.max_contenders_per_lock = static_cast<size_t>(c.max_contenders_per_lock);
   eo.limits.max_wait_timeout = c.max_wait_timeout;
+  eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;
   r->engine_ = std::make_unique<LockEngine>(r->zk_.get(), r->timers_.get(), eo);
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
@@ -151,6 +156,8 @@ void Replica::Stop() {
   zk_->Close();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
+  // No engine timer may run once the engine is being destroyed.
+  timers_->Shutdown();
 }
 
 Replica::~Replica() {

@@ -35,6 +35,7 @@ struct ReplicaConfig {
   Millis drain_timeout{10000};
   int64_t max_streams = 10000;
   int64_t max_contenders_per_lock = 1000;
+  int64_t max_watch_bytes = 512 * 1024;
   Millis max_wait_timeout{3600 * 1000};
   Millis max_ttl{3600 * 1000};
   // PEM files; both set = TLS on the gRPC port, neither = plaintext.

@@ -23,13 +23,19 @@ class TimerQueue {
   using TimerId = uint64_t;  // 0 is never a valid id
 
   TimerQueue() : thread_([this] { Run(); }) {}
-  ~TimerQueue() {
+  ~TimerQueue() { Shutdown(); }
+
+  // Waits for a running callback, drops the rest; later Schedule/Cancel
+  // calls do nothing. Idempotent.
+  void Shutdown() {
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
+      timers_.clear();
+      index_.clear();
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   }
   TimerQueue(const TimerQueue&) = delete;
   TimerQueue& operator=(const TimerQueue&) = delete;
@@ -37,6 +43,7 @@ class TimerQueue {
   TimerId Schedule(Clock::time_point when, std::function<void()> fn) {
     std::lock_guard<std::mutex> l(mu_);
     TimerId id = ++next_id_;
+    if (stop_) return id;
     timers_.emplace(std::make_pair(when, id), std::move(fn));
     index_.emplace(id, when);
     cv_.notify_all();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/lock_name.h"
@@ -75,8 +76,14 @@ class FaultySession final : public ZkSession {
                     }
                   });
   }
+  // Deletes report CONNECTION_LOSS without reaching ZooKeeper while set.
+  void FailDeletes(bool fail) { fail_deletes_ = fail; }
   void Delete(const std::string& path, int32_t version, VoidCallback done) override {
     CountCall(ZkOp::kDelete);
+    if (fail_deletes_) {
+      std::thread([done] { done(ZkCode::kConnectionLoss); }).detach();
+      return;
+    }
     real_->Delete(path, version, std::move(done));
   }
   void GetData(const std::string& path, Watcher w, DataCallback done) override {
@@ -105,6 +112,7 @@ class FaultySession final : public ZkSession {
 
   std::string created_but_lost_;
   std::atomic<int> contender_creates{0};
+  std::atomic<bool> fail_deletes_{false};
 
  private:
   std::unique_ptr<ZkSession> real_;
@@ -297,6 +305,33 @@ TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
   ASSERT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 1; }, milliseconds(5000)));
   fs->DeliverHeldReply();  // the reply arrives after the caller left
   EXPECT_TRUE(ContendersBecome("late", 0));
+  EXPECT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 0; }, milliseconds(5000)));
+}
+
+// A release that cannot reach ZooKeeper is retried; if the session expires
+// meanwhile the node is gone with it, and the stream is told RELEASED.
+TEST_F(FaultsTest, ReleaseStalledUntilSessionExpiryStillEndsReleased) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  auto stub = NewStub(r->address());
+  AcquireStream holder(stub.get(), OpenMsg("stall", milliseconds(20000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  fs->FailDeletes(true);
+  uint64_t deletes = fs->call_count(ZkOp::kDelete);
+  holder.SendRelease();
+  // Retried with a pause, not in a tight loop.
+  ASSERT_TRUE(WaitFor([&] { return fs->call_count(ZkOp::kDelete) >= deletes + 3; }, milliseconds(5000)));
+  EXPECT_FALSE(holder.Next(milliseconds(0)).has_value());
+  EXPECT_EQ(zk_->Contenders(LockPath("stall")).size(), 1u);
+  ASSERT_TRUE(ExpireZkSession(connect_, r->zk().credentials()).ok());
+  ASSERT_TRUE(holder.AwaitAfterSuspension(AcquireEvent::RELEASED));
+  auto end = holder.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_TRUE(end->ok());
+  fs->FailDeletes(false);
+  EXPECT_TRUE(ContendersBecome("stall", 0));
   EXPECT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 0; }, milliseconds(5000)));
 }
 

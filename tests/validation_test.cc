@@ -741,5 +741,40 @@ TEST_F(ValidationTest, TooManyStreamsOnOneReplica) {
   EXPECT_EQ(zk_->Contenders(LockPath("spare")).size(), 1u);
 }
 
+// ---------------------------------------------------------------------------
+// 8. The per-replica budget of watched path bytes (SPEC §8: all watches are
+// re-sent in one SetWatches packet on reconnect, bounded by jute.maxbuffer).
+
+TEST_F(ValidationTest, WatchedPathBudgetOnOneReplica) {
+  ReplicaConfig config = TestConfig(zk_connect_, root_);
+  // Room for exactly two contenders on the lock "w" (root + "/w" + 40).
+  const int64_t per_contender = static_cast<int64_t>(root_.size() + 1 + 40);
+  config.max_watch_bytes = 2 * per_contender;
+  Replica* rw = StartExtraReplica(config);
+  ASSERT_TRUE(rw);
+  auto sw = NewStub(rw->address());
+  auto holder = Hold(sw.get(), "w");
+  auto waiter = Queue(sw.get(), "w");
+  {
+    SCOPED_TRACE("a third contender exceeds the budget");
+    AcquireStream third(sw.get(), OpenMsg("w", milliseconds(5000)));
+    auto st = third.AwaitEnd();
+    ASSERT_TRUE(st.has_value());
+    ExpectStatus(*st, Code::RESOURCE_EXHAUSTED, {"bytes"}, std::to_string(2 * per_contender));
+    EXPECT_EQ(zk_->Contenders(LockPath("w")).size(), 2u);
+  }
+  ExpectUndisturbed(holder.get(), "the holder");
+  // A contender that ends returns its bytes.
+  waiter->Cancel();
+  ASSERT_TRUE(waiter->AwaitEnd().has_value());
+  ASSERT_TRUE(ContendersBecome("w", 1));
+  EXPECT_TRUE(WaitFor([&] { return rw->engine().stats().contenders == 1; }, milliseconds(5000)));
+  AcquireStream again(sw.get(), OpenMsg("w", milliseconds(5000)));
+  auto q = again.Next();
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->type(), AcquireEvent::QUEUED);
+  EXPECT_TRUE(IsServing(rw->address()));
+}
+
 }  // namespace
 }  // namespace turnstile::testing
