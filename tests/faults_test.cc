@@ -154,7 +154,7 @@ TEST_F(FaultsTest, SessionExpiryLosesHoldersAndRequeuesWaiters) {
   ASSERT_TRUE(ContendersBecome("exp", 3));
   auto old_session = r1->zk().credentials().session_id;
 
-  ASSERT_TRUE(ExpireZkSession(connect_, r1->zk().credentials()).ok());
+  ASSERT_TRUE(ExpireReplicaSession(connect_, *r1));
 
   auto lost = holder.AwaitAfterSuspension(AcquireEvent::LOST);
   ASSERT_TRUE(lost);
@@ -325,7 +325,7 @@ TEST_F(FaultsTest, ReleaseStalledUntilSessionExpiryStillEndsReleased) {
   ASSERT_TRUE(WaitFor([&] { return fs->call_count(ZkOp::kDelete) >= deletes + 3; }, milliseconds(5000)));
   EXPECT_FALSE(holder.Next(milliseconds(0)).has_value());
   EXPECT_EQ(zk_->Contenders(LockPath("stall")).size(), 1u);
-  ASSERT_TRUE(ExpireZkSession(connect_, r->zk().credentials()).ok());
+  ASSERT_TRUE(ExpireReplicaSession(connect_, *r));
   ASSERT_TRUE(holder.AwaitAfterSuspension(AcquireEvent::RELEASED));
   auto end = holder.AwaitEnd();
   ASSERT_TRUE(end);

@@ -227,6 +227,22 @@ ZkCode SyncZk::Create(const std::string& path, const std::string& data, CreateMo
   return p.get_future().get();
 }
 
+bool ExpireReplicaSession(const std::string& connect, Replica& replica) {
+  const int64_t old_id = replica.zk().credentials().session_id;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    SessionCredentials creds = replica.zk().credentials();
+    if (creds.session_id != old_id) return true;
+    if (creds.session_id != 0 && !ExpireZkSession(connect, creds).ok()) continue;
+    if (WaitFor([&] {
+          int64_t id = replica.zk().credentials().session_id;
+          return id != 0 && id != old_id;
+        }, milliseconds(8000))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool IsServing(const std::string& address) {
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   grpc::ByteBuffer unused;

@@ -101,6 +101,11 @@ class SyncZk {
   std::unique_ptr<ZkSession> zk_;
 };
 
+// Expires the replica's ZooKeeper session (twin handle, then close) and
+// waits until it runs on a new session. Retries: the original handle may
+// reconnect and win the session back before the twin's close applies.
+bool ExpireReplicaSession(const std::string& connect, Replica& replica);
+
 // Health of a replica as its gRPC health service reports it.
 bool IsServing(const std::string& address);
 
