@@ -7,6 +7,9 @@
 #include <mutex>
 #include <thread>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/lock_name.h"
 #include "tests/test_support.h"
@@ -366,6 +369,63 @@ TEST_F(LockServiceTest, DescribeListsHoldersAndWaitersInOrder) {
   ASSERT_TRUE(more[2]->Await(AcquireEvent::RELEASED));
   auto after_release = list("", 0);
   EXPECT_EQ(after_release.names_size(), 3);
+}
+
+// Fencing tokens keep increasing when the lock's node is deleted and made
+// again (czxid is global; a per-lock sequence would restart at 0).
+TEST_F(LockServiceTest, FencingTokensIncreaseAcrossARecreatedLockNode) {
+  uint64_t first = 0, second = 0;
+  {
+    auto h = Hold(s1_.get(), "recreated", &first);
+    h->SendRelease();
+    ASSERT_TRUE(h->Await(AcquireEvent::RELEASED));
+  }
+  // The empty container would be reaped later; delete it now.
+  ASSERT_EQ(zk_->Delete(LockPath("recreated")), ZkCode::kOk);
+  ASSERT_FALSE(zk_->Exists(LockPath("recreated")).ok());
+  auto h2 = Hold(s2_.get(), "recreated", &second);
+  EXPECT_GT(second, first);
+  auto nodes = zk_->Contenders(LockPath("recreated"));
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(nodes[0], "-0000000000")) << "the sequence restarted, the token did not";
+}
+
+// Server reflection answers (what grpcurl uses): a raw
+// grpc.reflection.v1alpha ServerReflectionInfo list_services call.
+TEST_F(LockServiceTest, ReflectionListsTheLockService) {
+  auto channel = grpc::CreateChannel(r1_->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  // ServerReflectionRequest{list_services: ""}: field 7, length 0.
+  grpc::Slice req_slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer req(&req_slice, 1);
+  call->Write(req, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::ByteBuffer resp;
+  call->Read(&resp, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(resp.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_NE(bytes.find("turnstile.v1.LockService"), std::string::npos);
+  EXPECT_NE(bytes.find("grpc.health.v1.Health"), std::string::npos);
+  ctx.TryCancel();
+  grpc::Status st;
+  call->Finish(&st, reinterpret_cast<void*>(4));
+  while (cq.Next(&tag, &ok)) {
+    if (tag == reinterpret_cast<void*>(4)) break;
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 }  // namespace
