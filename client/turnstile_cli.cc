@@ -1,172 +1,584 @@
-// turnstile: command-line client for turnstiled.
+// turnstile: command-line client for turnstiled, over the C++ client library.
 //
-//   turnstile acquire NAME [--wait D] [--ttl D] [--owner O] [--hold D]
-//   turnstile describe NAME
-//   turnstile list [PREFIX]
-//   turnstile release LEASE_ID
+//   turnstile [global flags] acquire NAME [--wait D] [--ttl D] [--hold D]
+//   turnstile [global flags] run NAME [--timeout D] [--ttl D] [--grace D] -- CMD ARGS...
+//   turnstile [global flags] describe NAME
+//   turnstile [global flags] list [PREFIX]
+//   turnstile [global flags] release LEASE_ID
+//   turnstile bench [bench flags]
 //
-// The server address comes from --server or TURNSTILE_SERVER.
+// Exit codes: 0 success (run: the command's own code, 128+N if it died of
+// signal N); 1 error talking to the server; 2 usage; 75 not acquired (lock
+// held on try-once, or wait timeout); 76 the lock was lost while `run`'s
+// command ran (the command was stopped).
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
-#include <pthread.h>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
+#include "client/bench/bench.h"
+#include "client/lib/client.h"
 #include "server/flags.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
+
+extern char** environ;
+
 namespace {
 
-using turnstile::v1::AcquireEvent;
+using turnstile::FlagSet;
+using turnstile::client::AcquireOptions;
+using turnstile::client::Client;
+using turnstile::client::LockState;
+using turnstile::client::LockStatus;
+using Millis = std::chrono::milliseconds;
 
-int Fail(const grpc::Status& s) {
-  std::fprintf(stderr, "turnstile: %d %s\n", static_cast<int>(s.error_code()),
-               s.error_message().c_str());
-  return 1;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNotAcquired = 75;
+constexpr int kExitLost = 76;
+
+struct Globals {
+  std::string server = "127.0.0.1:7400";
+  std::string tls_ca_file;
+  std::string output = "text";
+  std::string owner;
+  Millis timeout{10000};  // unary calls
+  bool json() const { return output == "json"; }
+};
+
+void RegisterGlobals(FlagSet* f, Globals* g) {
+  f->String("server", &g->server, "turnstiled address (host:port or a gRPC target)");
+  f->String("tls-ca-file", &g->tls_ca_file, "PEM CA certificates: use TLS to the server");
+  f->String("output", &g->output, "text or json (one JSON object per line)");
+  f->String("owner", &g->owner, "owner recorded on the lock (default user@host)");
+  f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list and release");
 }
 
-void SetDuration(std::chrono::milliseconds d, google::protobuf::Duration* out) {
-  out->set_seconds(d.count() / 1000);
-  out->set_nanos(static_cast<int>(d.count() % 1000) * 1000000);
-}
-
-int Acquire(turnstile::v1::LockService::Stub* stub, const std::string& name,
-            const std::string& owner, std::chrono::milliseconds wait,
-            std::chrono::milliseconds ttl, std::chrono::milliseconds hold) {
-  grpc::ClientContext ctx;
-  auto rw = stub->Acquire(&ctx);
-  turnstile::v1::AcquireRequest req;
-  auto* open = req.mutable_open();
-  open->set_name(name);
-  open->set_owner(owner);
-  SetDuration(wait, open->mutable_wait_timeout());
-  SetDuration(ttl, open->mutable_ttl());
-  rw->Write(req);
-  // Releases on SIGINT/SIGTERM, or after --hold.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  std::thread releaser;
-  AcquireEvent ev;
-  while (rw->Read(&ev)) {
-    switch (ev.type()) {
-      case AcquireEvent::QUEUED:
-        std::printf("QUEUED position=%lld ahead=%lld\n",
-                    static_cast<long long>(ev.queued().position()),
-                    static_cast<long long>(ev.queued().ahead()));
-        break;
-      case AcquireEvent::ACQUIRED:
-        std::printf("ACQUIRED fencing_token=%llu lease_id=%s\n",
-                    static_cast<unsigned long long>(ev.acquired().fencing_token()),
-                    ev.acquired().lease_id().c_str());
-        releaser = std::thread([&rw, stop, hold] {
-          if (hold.count() > 0) {
-            timespec ts{static_cast<time_t>(hold.count() / 1000),
-                        static_cast<long>(hold.count() % 1000) * 1000000};
-            sigtimedwait(&stop, nullptr, &ts);
-          } else {
-            int sig;
-            sigwait(&stop, &sig);
-          }
-          rw->WritesDone();  // half-close releases the lock
-        });
-        break;
-      case AcquireEvent::SUSPENDED:
-        std::printf("SUSPENDED safe_for=%llds\n",
-                    static_cast<long long>(ev.suspended().safe_for().seconds()));
-        break;
-      case AcquireEvent::RESUMED:
-        std::printf("RESUMED\n");
-        break;
-      case AcquireEvent::LOST:
-        std::printf("LOST reason=%s %s\n",
-                    turnstile::v1::Lost::Reason_Name(ev.lost().reason()).c_str(),
-                    ev.lost().message().c_str());
-        break;
-      case AcquireEvent::RELEASED:
-        std::printf("RELEASED\n");
-        break;
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
       default:
-        break;
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
     }
-    std::fflush(stdout);
   }
-  grpc::Status s = rw->Finish();
-  if (releaser.joinable()) {
-    pthread_kill(releaser.native_handle(), SIGTERM);
-    releaser.join();
-  }
-  return s.ok() ? 0 : Fail(s);
+  return out + "\"";
 }
+
+void PrintLine(const std::string& s) {
+  std::fputs(s.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+int ReportError(const Globals& g, const absl::Status& s) {
+  if (g.json()) {
+    PrintLine(absl::StrCat("{\"error\":", JsonString(absl::StatusCodeToString(s.code())),
+                           ",\"message\":", JsonString(std::string(s.message())), "}"));
+  } else {
+    std::fprintf(stderr, "turnstile: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
+                 std::string(s.message()).c_str());
+  }
+  if (s.code() == absl::StatusCode::kFailedPrecondition ||
+      s.code() == absl::StatusCode::kDeadlineExceeded) {
+    return kExitNotAcquired;
+  }
+  return kExitError;
+}
+
+std::string DefaultOwner() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  const char* user = std::getenv("USER");
+  return absl::StrCat(user ? user : "user", "@", host, "/", getpid());
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Connect(const Globals& g) {
+  turnstile::client::ClientOptions o;
+  o.target = g.server;
+  o.tls_ca_file = g.tls_ca_file;
+  o.default_owner = g.owner.empty() ? DefaultOwner() : g.owner;
+  return Client::Connect(o);
+}
+
+std::shared_ptr<grpc::Channel> Channel(const Globals& g) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!g.tls_ca_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    FILE* f = std::fopen(g.tls_ca_file.c_str(), "rb");
+    if (f != nullptr) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) ssl.pem_root_certs.append(buf, n);
+      std::fclose(f);
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  return grpc::CreateChannel(g.server, creds);
+}
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+// Stop signals (SIGINT, SIGTERM) are blocked in every thread and taken here.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  // Waits up to `timeout` (forever if nullopt) for a stop signal; returns it or 0.
+  int Wait(std::optional<Millis> timeout) {
+    if (!timeout) {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      return sig;
+    }
+    timespec ts{static_cast<time_t>(timeout->count() / 1000),
+                static_cast<long>(timeout->count() % 1000) * 1000000};
+    int sig = sigtimedwait(&set_, nullptr, &ts);
+    return sig > 0 ? sig : 0;
+  }
+  const sigset_t& set() const { return set_; }
+
+ private:
+  sigset_t set_;
+};
+
+// Watches a held lock's status from library callbacks.
+struct LockWatch {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<LockStatus> last;   // GUARDED_BY(mu)
+  bool lost = false;                // GUARDED_BY(mu)
+
+  void OnChange(const LockStatus& s) {
+    std::lock_guard<std::mutex> l(mu);
+    last = s;
+    // A release this process did not ask for is a loss too; callers read
+    // `lost` before they release.
+    if (s.state == LockState::kLost || s.state == LockState::kReleased) lost = true;
+    cv.notify_all();
+  }
+};
+
+std::string StatusJson(const std::string& event, const LockStatus& s) {
+  std::string out = absl::StrCat("{\"event\":", JsonString(event), ",\"state\":",
+                                 JsonString(turnstile::client::LockStateName(s.state)));
+  if (!s.lost_reason.empty()) absl::StrAppend(&out, ",\"reason\":", JsonString(s.lost_reason));
+  if (!s.message.empty()) absl::StrAppend(&out, ",\"message\":", JsonString(s.message));
+  return out + "}";
+}
+
+int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
+  Millis wait(3600 * 1000), ttl(0), hold(0);
+  FlagSet f("turnstile acquire NAME");
+  f.Duration("wait", &wait, "how long to wait for the lock (0 = try once)");
+  f.Duration("ttl", &ttl, "lease ttl, kept alive automatically (0 = while connected)");
+  f.Duration("hold", &hold, "release after this long (0 = hold until interrupted)");
+  bool help = false;
+  auto args = f.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(f.Usage().c_str(), stdout);
+    std::puts("\nHolds NAME until interrupted (Ctrl-C), printing the fencing token.\n"
+              "While waiting on a terminal it shows the live queue position.");
+    return 0;
+  }
+  if (!args.ok() || args->size() != 1) {
+    std::fprintf(stderr, "%s\n%s", args.ok() ? "acquire needs exactly one NAME" :
+                 std::string(args.status().message()).c_str(), f.Usage().c_str());
+    return kExitUsage;
+  }
+  auto client = Connect(g);
+  if (!client.ok()) return ReportError(g, client.status());
+  const bool tty = isatty(STDERR_FILENO) && !g.json();
+  LockWatch watch;
+  AcquireOptions o;
+  o.wait_timeout = wait;
+  o.ttl = ttl;
+  o.on_queued = [&](int64_t position) {
+    if (g.json()) {
+      PrintLine(absl::StrCat("{\"event\":\"queued\",\"position\":", position, "}"));
+    } else if (tty) {
+      std::fprintf(stderr, "\rwaiting for %s: %lld ahead   ", (*args)[0].c_str(),
+                   static_cast<long long>(position));
+      std::fflush(stderr);
+    }
+  };
+  o.on_change = [&](const LockStatus& s) {
+    watch.OnChange(s);
+    if (g.json()) {
+      PrintLine(StatusJson("state", s));
+    } else {
+      PrintLine(absl::StrCat(turnstile::client::LockStateName(s.state),
+                             s.lost_reason.empty() ? "" : " reason=" + s.lost_reason));
+    }
+  };
+  auto lock = (*client)->Acquire((*args)[0], o);
+  if (tty) std::fputs("\r\033[K", stderr);
+  if (!lock.ok()) return ReportError(g, lock.status());
+  if (g.json()) {
+    PrintLine(absl::StrCat("{\"event\":\"acquired\",\"name\":", JsonString((*args)[0]),
+                           ",\"fencing_token\":", lock->fencing_token(),
+                           ",\"lease_id\":", JsonString(lock->lease_id()), "}"));
+  } else {
+    PrintLine(absl::StrCat("ACQUIRED fencing_token=", lock->fencing_token(),
+                           " lease_id=", lock->lease_id()));
+  }
+  // Hold until interrupted, --hold passes, or the lock is lost.
+  std::atomic<bool> done{false};
+  std::thread waker([&] {
+    std::unique_lock<std::mutex> l(watch.mu);
+    watch.cv.wait(l, [&] { return watch.lost || done.load(); });
+    l.unlock();
+    if (!done.load()) kill(getpid(), SIGHUP);  // wake the signal wait below
+  });
+  stop.Wait(hold.count() > 0 ? std::optional<Millis>(hold) : std::nullopt);
+  {
+    std::lock_guard<std::mutex> l(watch.mu);
+    done = true;
+    watch.cv.notify_all();
+  }
+  waker.join();
+  bool lost;
+  {
+    std::lock_guard<std::mutex> l(watch.mu);
+    lost = watch.lost;
+  }
+  absl::Status r = lock->Release();
+  if (lost) return kExitLost;
+  if (!r.ok()) return ReportError(g, r);
+  if (g.json()) {
+    PrintLine("{\"event\":\"released\"}");
+  } else {
+    PrintLine("RELEASED");
+  }
+  return 0;
+}
+
+int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
+  Millis timeout(3600 * 1000), ttl(0), grace(10000);
+  FlagSet f("turnstile run NAME [flags] -- CMD ARGS...");
+  f.Duration("timeout", &timeout, "how long to wait for the lock (0 = try once)");
+  f.Duration("ttl", &ttl, "lease ttl, kept alive automatically while CMD runs (0 = while connected)");
+  f.Duration("grace", &grace, "if the lock is lost: time between SIGTERM and SIGKILL to CMD");
+  bool help = false;
+  auto args = f.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(f.Usage().c_str(), stdout);
+    std::puts(
+        "\nRuns CMD while holding NAME. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
+        "and TURNSTILE_LEASE_ID in its environment. If the lock is lost, CMD gets SIGTERM,\n"
+        "then SIGKILL after --grace.\n"
+        "Exit: CMD's code (128+N if killed by signal N); 75 not acquired; 76 lock lost;\n"
+        "1 server error; 2 usage.");
+    return 0;
+  }
+  if (!args.ok() || args->size() < 2) {
+    std::fprintf(stderr, "%s\n%s", args.ok() ? "run needs NAME -- CMD [ARGS...]" :
+                 std::string(args.status().message()).c_str(), f.Usage().c_str());
+    return kExitUsage;
+  }
+  const std::string name = (*args)[0];
+  auto client = Connect(g);
+  if (!client.ok()) return ReportError(g, client.status());
+  LockWatch watch;
+  AcquireOptions o;
+  o.wait_timeout = timeout;
+  o.ttl = ttl;
+  o.on_change = [&](const LockStatus& s) { watch.OnChange(s); };
+  auto lock = (*client)->Acquire(name, o);
+  if (!lock.ok()) return ReportError(g, lock.status());
+
+  // The child: the lock's identity in its environment, default signal mask.
+  std::vector<std::string> env_strings = {
+      "TURNSTILE_LOCK_NAME=" + name,
+      absl::StrCat("TURNSTILE_FENCING_TOKEN=", lock->fencing_token()),
+      "TURNSTILE_LEASE_ID=" + lock->lease_id()};
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("TURNSTILE_LOCK_NAME=", 0) == 0 || kv.rfind("TURNSTILE_FENCING_TOKEN=", 0) == 0 ||
+        kv.rfind("TURNSTILE_LEASE_ID=", 0) == 0) {
+      continue;
+    }
+    envp.push_back(*e);
+  }
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<char*> cmd;
+  for (size_t i = 1; i < args->size(); ++i) cmd.push_back((*args)[i].data());
+  cmd.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t child = -1;
+  int rc = posix_spawnp(&child, cmd[0], nullptr, &attr, cmd.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    std::fprintf(stderr, "turnstile: cannot run %s: %s\n", cmd[0], std::strerror(rc));
+    lock->Release();
+    return 127;
+  }
+  if (g.json()) {
+    PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonString(name),
+                           ",\"fencing_token\":", lock->fencing_token(),
+                           ",\"lease_id\":", JsonString(lock->lease_id()), ",\"pid\":", child, "}"));
+  }
+
+  // One thread reaps the child; this thread reacts to loss and signals.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool exited = false;
+  int wstatus = 0;
+  std::thread reaper([&] {
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      exited = true;
+      wstatus = st;
+    }
+    cv.notify_all();
+    // Never hold mu while taking watch.mu: the waiter below nests them the
+    // other way round.
+    std::lock_guard<std::mutex> wl(watch.mu);
+    watch.cv.notify_all();
+  });
+  std::atomic<bool> stopping{false};
+  std::thread forwarder([&] {
+    // Forward Ctrl-C / SIGTERM to the command; a SIGHUP from us ends it.
+    for (;;) {
+      int sig = stop.Wait(std::nullopt);
+      if (stopping.load()) return;
+      kill(child, sig == SIGHUP ? SIGTERM : sig);
+    }
+  });
+  bool lost = false;
+  {
+    std::unique_lock<std::mutex> wl(watch.mu);
+    watch.cv.wait(wl, [&] {
+      std::lock_guard<std::mutex> l(mu);
+      return exited || watch.lost;
+    });
+    lost = watch.lost;
+  }
+  bool was_exited;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    was_exited = exited;
+  }
+  if (lost && !was_exited) {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> wl(watch.mu);
+      reason = watch.last ? watch.last->lost_reason : "?";
+    }
+    std::fprintf(stderr, "turnstile: lock %s lost (%s); stopping the command\n", name.c_str(),
+                 reason.c_str());
+    kill(child, SIGTERM);
+    std::unique_lock<std::mutex> l(mu);
+    if (!cv.wait_for(l, grace, [&] { return exited; })) {
+      kill(child, SIGKILL);
+      cv.wait(l, [&] { return exited; });
+    }
+  }
+  reaper.join();
+  stopping = true;
+  kill(getpid(), SIGHUP);
+  forwarder.join();
+  absl::Status released = lock->Release();
+  if (lost) {
+    if (g.json()) PrintLine("{\"event\":\"lost\"}");
+    return kExitLost;
+  }
+  int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  if (g.json()) PrintLine(absl::StrCat("{\"event\":\"exited\",\"code\":", code, "}"));
+  if (!released.ok()) ReportError(g, released);
+  return code;
+}
+
+int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
+  if (args.size() != 1) return kExitUsage;
+  auto stub = turnstile::v1::LockService::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  turnstile::v1::DescribeRequest req;
+  req.set_name(args[0]);
+  turnstile::v1::DescribeResponse resp;
+  grpc::Status s = stub->Describe(&ctx, req, &resp);
+  if (!s.ok()) return ReportError(g, FromGrpc(s));
+  auto one = [&](const turnstile::v1::Contender& c, const char* role) {
+    if (g.json()) {
+      std::string meta = "{";
+      for (const auto& [k, v] : c.metadata()) {
+        if (meta.size() > 1) meta += ",";
+        absl::StrAppend(&meta, JsonString(k), ":", JsonString(v));
+      }
+      meta += "}";
+      return absl::StrCat("{\"role\":", JsonString(role), ",\"position\":", c.position(),
+                          ",\"owner\":", JsonString(c.owner()), ",\"fencing_token\":",
+                          c.fencing_token(), ",\"replica_id\":", JsonString(c.replica_id()),
+                          ",\"since_unix\":", c.since().seconds(), ",\"metadata\":", meta, "}");
+    }
+    return absl::StrCat(role, " position=", c.position(), " owner=", c.owner(),
+                        " fencing_token=", c.fencing_token(), " replica=", c.replica_id());
+  };
+  if (g.json()) {
+    std::string out = absl::StrCat("{\"name\":", JsonString(resp.name()), ",\"contenders\":[");
+    bool first = true;
+    for (const auto& c : resp.holders()) {
+      absl::StrAppend(&out, first ? "" : ",", one(c, "holder"));
+      first = false;
+    }
+    for (const auto& c : resp.waiters()) {
+      absl::StrAppend(&out, first ? "" : ",", one(c, "waiter"));
+      first = false;
+    }
+    PrintLine(out + "]}");
+  } else {
+    for (const auto& c : resp.holders()) PrintLine(one(c, "HOLDER"));
+    for (const auto& c : resp.waiters()) PrintLine(one(c, "WAITER"));
+  }
+  return 0;
+}
+
+int CmdList(const Globals& g, const std::vector<std::string>& args) {
+  if (args.size() > 1) return kExitUsage;
+  auto stub = turnstile::v1::LockService::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  turnstile::v1::ListRequest req;
+  if (!args.empty()) req.set_prefix(args[0]);
+  turnstile::v1::ListResponse resp;
+  grpc::Status s = stub->List(&ctx, req, &resp);
+  if (!s.ok()) return ReportError(g, FromGrpc(s));
+  if (g.json()) {
+    std::string out = "{\"names\":[";
+    for (int i = 0; i < resp.names_size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", JsonString(resp.names(i)));
+    }
+    PrintLine(absl::StrCat(out, "],\"truncated\":", resp.truncated() ? "true" : "false", "}"));
+  } else {
+    for (const auto& n : resp.names()) PrintLine(n);
+    if (resp.truncated()) std::fprintf(stderr, "(truncated)\n");
+  }
+  return 0;
+}
+
+int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
+  if (args.size() != 1) return kExitUsage;
+  auto stub = turnstile::v1::LockService::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  turnstile::v1::ReleaseRequest req;
+  req.set_lease_id(args[0]);
+  turnstile::v1::ReleaseResponse resp;
+  grpc::Status s = stub->Release(&ctx, req, &resp);
+  if (!s.ok()) return ReportError(g, FromGrpc(s));
+  PrintLine(g.json() ? "{\"released\":true}" : "RELEASED");
+  return 0;
+}
+
+const char* kUsage =
+    "Usage: turnstile [global flags] COMMAND [args]\n\n"
+    "Commands:\n"
+    "  acquire NAME            hold NAME until interrupted; prints the fencing token\n"
+    "  run NAME -- CMD ARGS    run CMD while holding NAME\n"
+    "  describe NAME           holders and waiters of NAME, in order\n"
+    "  list [PREFIX]           locks with holders or waiters\n"
+    "  release LEASE_ID        release a lease (from any replica)\n"
+    "  bench                   benchmark against a replica and ZooKeeper\n"
+    "`turnstile COMMAND --help` describes each command.\n\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Stop signals are taken synchronously by the releaser thread.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-
-  std::string server = "127.0.0.1:7400", owner;
-  std::chrono::milliseconds wait(3600 * 1000), ttl(0), hold(0);
-  turnstile::FlagSet flags("turnstile acquire|describe|list|release");
-  flags.String("server", &server, "turnstiled address");
-  flags.String("owner", &owner, "acquire: owner shown by describe");
-  flags.Duration("wait", &wait, "acquire: wait timeout (0 = try once)");
-  flags.Duration("ttl", &ttl, "acquire: lease ttl (0 = while connected)");
-  flags.Duration("hold", &hold, "acquire: release after this long (0 = until interrupted)");
+  StopSignals stop;
+  Globals g;
+  // Global flags come before the command; the command parses the rest.
+  int cmd_index = 1;
+  while (cmd_index < argc && std::string(argv[cmd_index]).rfind("--", 0) == 0) {
+    std::string a = argv[cmd_index];
+    bool takes_value = a.find('=') == std::string::npos && a != "--help";
+    cmd_index += takes_value ? 2 : 1;
+  }
+  FlagSet globals("turnstile");
+  RegisterGlobals(&globals, &g);
   bool help = false;
-  auto args = flags.Parse(argc, argv, &help);
-  if (help || !args.ok() || args->empty()) {
-    if (!args.ok()) std::fprintf(stderr, "turnstile: %s\n", std::string(args.status().message()).c_str());
-    std::fputs(flags.Usage().c_str(), help ? stdout : stderr);
-    return help ? 0 : 2;
+  auto gargs = globals.Parse(std::min(cmd_index, argc), argv, &help);
+  if (!gargs.ok()) {
+    std::fprintf(stderr, "turnstile: %s\n", std::string(gargs.status().message()).c_str());
+    return kExitUsage;
   }
-  auto stub = turnstile::v1::LockService::NewStub(
-      grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
-  const std::string& cmd = (*args)[0];
-  if (cmd == "acquire" && args->size() == 2) {
-    return Acquire(stub.get(), (*args)[1], owner, wait, ttl, hold);
+  if (g.output != "text" && g.output != "json") {
+    std::fprintf(stderr, "turnstile: --output must be text or json\n");
+    return kExitUsage;
   }
-  if (cmd == "describe" && args->size() == 2) {
-    grpc::ClientContext ctx;
-    turnstile::v1::DescribeRequest req;
-    req.set_name((*args)[1]);
-    turnstile::v1::DescribeResponse resp;
-    grpc::Status s = stub->Describe(&ctx, req, &resp);
-    if (!s.ok()) return Fail(s);
-    for (const auto& c : resp.holders()) {
-      std::printf("HOLDER owner=%s fencing_token=%llu replica=%s\n", c.owner().c_str(),
-                  static_cast<unsigned long long>(c.fencing_token()), c.replica_id().c_str());
-    }
-    for (const auto& c : resp.waiters()) {
-      std::printf("WAITER position=%lld owner=%s replica=%s\n", static_cast<long long>(c.position()),
-                  c.owner().c_str(), c.replica_id().c_str());
-    }
+  if (help || cmd_index >= argc) {
+    std::fputs(kUsage, help ? stdout : stderr);
+    std::fputs(globals.Usage().c_str(), help ? stdout : stderr);
+    return help ? 0 : kExitUsage;
+  }
+  std::string cmd = argv[cmd_index];
+  int sub_argc = argc - cmd_index;
+  char** sub_argv = argv + cmd_index;  // sub_argv[0] is the command word
+  if (cmd == "acquire") return CmdAcquire(g, stop, sub_argc, sub_argv);
+  if (cmd == "run") return CmdRun(g, stop, sub_argc, sub_argv);
+  if (cmd == "bench") return turnstile::bench::RunBench(sub_argc - 1, sub_argv + 1);
+  FlagSet none(std::string("turnstile ") + cmd);
+  bool sub_help = false;
+  auto rest = none.Parse(sub_argc, sub_argv, &sub_help);
+  if (sub_help) {
+    std::fputs(kUsage, stdout);
     return 0;
   }
-  if (cmd == "list" && args->size() <= 2) {
-    grpc::ClientContext ctx;
-    turnstile::v1::ListRequest req;
-    if (args->size() == 2) req.set_prefix((*args)[1]);
-    turnstile::v1::ListResponse resp;
-    grpc::Status s = stub->List(&ctx, req, &resp);
-    if (!s.ok()) return Fail(s);
-    for (const auto& n : resp.names()) std::printf("%s\n", n.c_str());
-    return 0;
+  if (!rest.ok()) {
+    std::fprintf(stderr, "turnstile: %s\n", std::string(rest.status().message()).c_str());
+    return kExitUsage;
   }
-  if (cmd == "release" && args->size() == 2) {
-    grpc::ClientContext ctx;
-    turnstile::v1::ReleaseRequest req;
-    req.set_lease_id((*args)[1]);
-    turnstile::v1::ReleaseResponse resp;
-    grpc::Status s = stub->Release(&ctx, req, &resp);
-    return s.ok() ? 0 : Fail(s);
+  int rc = kExitUsage;
+  if (cmd == "describe") rc = CmdDescribe(g, *rest);
+  else if (cmd == "list") rc = CmdList(g, *rest);
+  else if (cmd == "release") rc = CmdRelease(g, *rest);
+  else std::fprintf(stderr, "turnstile: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release")) {
+    std::fprintf(stderr, "%s", kUsage);
   }
-  std::fputs(flags.Usage().c_str(), stderr);
-  return 2;
+  return rc;
 }

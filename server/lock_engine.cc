@@ -1,6 +1,7 @@
 #include "server/lock_engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -67,9 +68,12 @@ struct LockEngine::Contender {
   std::string node;  // own node name, once known
   int32_t seq = 0;
   uint64_t czxid = 0;
-  std::vector<ContenderName> ahead;  // in queue order
+  // Contenders ahead, in queue order; pruned from the front as they go.
+  std::deque<ContenderName> ahead;
   std::string watching;
-  int64_t last_position = -1;
+  int32_t watching_seq = 0;
+  int64_t last_position = -1;  // last QUEUED position sent
+  Clock::time_point last_position_at;
 
   TimerQueue::TimerId wait_timer = 0;
   TimerQueue::TimerId ttl_timer = 0;
@@ -718,15 +722,21 @@ void LockEngine::OnChildren(Contender* c,
 }
 
 // Re-decides from the list already held: nodes ahead can only disappear.
+// O(1) in the queue length: the mutex rule looks only at the nearest
+// contender ahead, so only that tail is handed to Decide. (Shared kinds,
+// once accepted, need the nearest exclusive ahead instead.)
 void LockEngine::Advance(Contender* c) {
-  std::vector<ContenderName> queue = c->ahead;
+  constexpr int kHolderLimit = 1;
+  const size_t n = c->ahead.size();
+  std::vector<ContenderName> tail(c->ahead.end() - static_cast<long>(std::min<size_t>(n, kHolderLimit)),
+                                  c->ahead.end());
   ContenderName self;
   self.kind = c->params.kind;
   self.uid = c->uid;
   self.sequence = c->seq;
   self.node = c->node;
-  queue.push_back(self);
-  absl::StatusOr<OrderDecision> d = Decide(queue, c->node, 1);
+  tail.push_back(self);
+  absl::StatusOr<OrderDecision> d = Decide(tail, c->node, kHolderLimit);
   if (!d.ok()) {
     FailWait(c, absl::InternalError(d.status().ToString()));
     return;
@@ -742,19 +752,32 @@ void LockEngine::Advance(Contender* c) {
                     "\" is held (try-once: wait_timeout is 0)")));
     return;
   }
-  int64_t position = d->ahead;  // mutex: one holder ahead means next in line
-  if (position != c->last_position) {
-    c->last_position = position;
-    LockEvent e;
-    e.type = LockEvent::Type::kQueued;
-    e.position = position;
-    e.ahead = d->ahead;
-    Emit(c, e);
-  }
+  ReportPosition(c, static_cast<int64_t>(n));
   if (c->watching != d->watch) {
     c->watching = d->watch;
+    c->watching_seq = c->ahead[n - kHolderLimit].sequence;
     Arm(c);
   }
+}
+
+// QUEUED is sent on every change within the last 10 places; further back
+// only when the position has halved or a second has passed, so a long queue
+// does not cost every waiter a message on every handoff.
+void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
+  const int64_t position = ahead;  // mutex: one holder ahead = next in line
+  auto now = Clock::now();
+  bool report = c->last_position < 0 || position > c->last_position ||
+                (position < c->last_position &&
+                 (position <= 10 || position * 2 <= c->last_position ||
+                  now - c->last_position_at >= std::chrono::seconds(1)));
+  if (!report) return;
+  c->last_position = position;
+  c->last_position_at = now;
+  LockEvent e;
+  e.type = LockEvent::Type::kQueued;
+  e.position = position;
+  e.ahead = ahead;
+  Emit(c, e);
 }
 
 // Watches c->watching with getData: no watch is left if it is already gone.
@@ -796,15 +819,28 @@ void LockEngine::Arm(Contender* c) {
 void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   auto it = by_lock_.find(segment);
   if (it == by_lock_.end()) return;
+  std::optional<ContenderName> gone = ParseContenderName(node);
+  if (!gone) return;
   std::vector<Contender*> affected;
   for (uint64_t id : it->second) {
     Contender* c = contenders_.at(id).get();
-    if (c->state != State::kWaiting) continue;
-    auto before = c->ahead.size();
-    c->ahead.erase(std::remove_if(c->ahead.begin(), c->ahead.end(),
-                                  [&](const ContenderName& n) { return n.node == node; }),
-                   c->ahead.end());
-    if (c->ahead.size() != before || c->watching == node) affected.push_back(c);
+    if (c->state != State::kWaiting || !SequenceBefore(gone->sequence, c->seq)) continue;
+    auto& a = c->ahead;
+    // Usually the departed holder at the front; otherwise find it by
+    // sequence (the list is in sequence order).
+    auto pos = a.begin();
+    if (a.empty() || a.front().node != node) {
+      pos = std::lower_bound(a.begin(), a.end(), gone->sequence,
+                             [](const ContenderName& n, int32_t seq) {
+                               return SequenceBefore(n.sequence, seq);
+                             });
+    }
+    if (pos != a.end() && pos->node == node) {
+      a.erase(pos);
+      affected.push_back(c);
+    } else if (c->watching == node) {
+      affected.push_back(c);
+    }
   }
   for (Contender* c : affected) {
     if (c->watching == node) c->watching.clear();
@@ -819,18 +855,13 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
   for (uint64_t id : it->second) {
     Contender* c = contenders_.at(id).get();
     if (c->state != State::kWaiting) continue;
-    auto before = c->ahead.size();
-    c->ahead.erase(std::remove_if(c->ahead.begin(), c->ahead.end(),
-                                  [&](const ContenderName& n) {
-                                    return SequenceBefore(n.sequence, seq);
-                                  }),
-                   c->ahead.end());
-    if (c->ahead.size() != before) affected.push_back(c);
+    auto& a = c->ahead;
+    size_t before = a.size();
+    while (!a.empty() && SequenceBefore(a.front().sequence, seq)) a.pop_front();
+    if (a.size() != before) affected.push_back(c);
   }
   for (Contender* c : affected) {
-    bool still_there = std::any_of(c->ahead.begin(), c->ahead.end(),
-                                   [&](const ContenderName& n) { return n.node == c->watching; });
-    if (!still_there) c->watching.clear();
+    if (!c->watching.empty() && SequenceBefore(c->watching_seq, seq)) c->watching.clear();
     if (c->state == State::kWaiting) Advance(c);
   }
 }
@@ -1059,10 +1090,9 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
       Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
     } else if (Contender* c = FindByPath(path);
                c != nullptr && c->state == State::kHeld && c->sink) {
-      // Our own stream holds it: release it as if the stream asked.
-      timers_->Cancel(c->ttl_timer);
-      c->ttl_timer = 0;
-      IssueDelete(c);
+      // Our own stream holds it, but did not ask: it is told LOST(DELETED),
+      // exactly as a holder on another replica would be.
+      Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
       Later([done] { done(absl::OkStatus()); });
     } else {
       zk_->Delete(path, -1, [done, lease_id](ZkCode code) {

@@ -197,6 +197,7 @@ class LockEngine {
   void IssueList(Contender* c);
   void OnChildren(Contender* c, const std::vector<std::string>& children);
   void Advance(Contender* c);
+  void ReportPosition(Contender* c, int64_t ahead);
   void Arm(Contender* c);
   void Grant(Contender* c);
   void ArmOwn(Contender* c);

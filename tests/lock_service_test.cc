@@ -242,9 +242,11 @@ TEST_F(LockServiceTest, ReleaseThroughOtherReplicaAndStaleLeaseIds) {
   auto nodes = zk_->Contenders(LockPath("rel"));
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(FormatLeaseId(EncodeLockName("rel"), nodes[0]), next_lease);
-  // Release through the same replica: RELEASED on the holder's own stream.
+  // Release through the holder's own replica: LOST(DELETED) as well.
   EXPECT_TRUE(release(s1_.get(), next_lease).ok());
-  EXPECT_TRUE(waiter->Await(AcquireEvent::RELEASED));
+  auto lost_local = waiter->Await(AcquireEvent::LOST);
+  ASSERT_TRUE(lost_local);
+  EXPECT_EQ(lost_local->lost().reason(), v1::Lost::DELETED);
   EXPECT_TRUE(ContendersBecome("rel", 0));
 }
 

@@ -296,7 +296,14 @@ std::unique_ptr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   auto child = std::make_unique<ChildProcess>();
-  int rc = posix_spawn(&child->pid_, args[0], &fa, nullptr, args.data(), environ);
+  // Its own process group, so its descendants die with it (an orphan would
+  // keep the test's output pipe open and hang ctest).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  int rc = posix_spawn(&child->pid_, args[0], &fa, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   if (rc != 0) {
@@ -309,10 +316,8 @@ std::unique_ptr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>
 }
 
 ChildProcess::~ChildProcess() {
-  if (pid_ > 0 && !reaped_) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+  if (pid_ > 0) kill(-pid_, SIGKILL);  // the whole group, reaped or not
+  if (pid_ > 0 && !reaped_) waitpid(pid_, nullptr, 0);
   if (out_fd_ >= 0) close(out_fd_);
 }
 

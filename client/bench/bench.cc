@@ -1,0 +1,538 @@
+// turnstile bench: flags, the four workloads, tables and BENCH_JSON lines.
+#include "client/bench/bench.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/bench/bench_internal.h"
+#include "server/flags.h"
+
+namespace turnstile::bench {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: turnstile bench [flags]\n"
+    "\n"
+    "Benchmarks a running turnstiled replica and, in the same run, the raw\n"
+    "ZooKeeper floor it is built on; prints a table per workload and one\n"
+    "line \"BENCH_JSON {...}\" per workload.\n"
+    "\n"
+    "  --server ADDR       turnstiled address (default 127.0.0.1:7400)\n"
+    "  --zk CONNECT        ZooKeeper for the floor and `mntr` (default\n"
+    "                      127.0.0.1:2181; mntr is read from the first server,\n"
+    "                      which should be the one the replica uses)\n"
+    "  --workloads LIST    of w1,w2,w3,w4 (default all)\n"
+    "  --duration D        per workload and side, e.g. 5s, 500ms (default 5s)\n"
+    "  --herd-sizes LIST   W4 queue lengths (default 10,100,1000)\n"
+    "  --quick             1s per workload, herd sizes 10,50 (for tests)\n"
+    "\n"
+    "  w1  uncontended: 1 client, 1 lock, acquire+release cycles\n"
+    "  w2  contended: 16 clients, 1 lock, hold 0; handoff = RELEASED at the\n"
+    "      holder -> ACQUIRED at the next holder\n"
+    "  w3  many locks: 32 clients, each on its own lock\n"
+    "  w4  herd: N waiters behind one holder, drained; latency, ZooKeeper\n"
+    "      packets and watch notifications per handoff\n"
+    "\n"
+    "W4 needs N+1 contenders on one lock: run turnstiled with\n"
+    "--max-contenders-per-lock above the largest herd size (e.g. 2000).\n";
+
+bool ParseIntList(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    if (item.empty()) return false;
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 1 || v > 100000) return false;
+    out->push_back(static_cast<int>(v));
+    pos = comma + 1;
+  }
+  return !out->empty();
+}
+
+bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    for (char& ch : item) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (item != "w1" && item != "w2" && item != "w3" && item != "w4") return false;
+    bool dup = false;
+    for (const auto& w : *out) dup |= (w == item);
+    if (!dup) out->push_back(item);
+    pos = comma + 1;
+  }
+  return !out->empty();
+}
+
+// 0 = ok, 2 = usage error, -1 = --help.
+int ParseFlags(int argc, char** argv, BenchOptions* o) {
+  bool duration_set = false, herd_set = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return -1;
+    if (arg == "--quick") {
+      o->quick = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      std::fprintf(stderr, "turnstile bench: unexpected argument \"%s\"\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+    std::string name = arg.substr(2), value;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) name = name.substr(0, eq);
+    if (name != "server" && name != "zk" && name != "workloads" && name != "duration" &&
+        name != "herd-sizes") {
+      std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
+      return 2;
+    }
+    if (eq != std::string::npos) {
+      value = arg.substr(2 + eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      std::fprintf(stderr, "turnstile bench: --%s needs a value\n", name.c_str());
+      return 2;
+    }
+    if (name == "server") {
+      o->server = value;
+    } else if (name == "zk") {
+      o->zk = value;
+    } else if (name == "workloads") {
+      if (!ParseWorkloads(value, &o->workloads)) {
+        std::fprintf(stderr, "turnstile bench: --workloads: \"%s\" is not a list of w1,w2,w3,w4\n",
+                     value.c_str());
+        return 2;
+      }
+    } else if (name == "duration") {
+      auto d = ParseDuration(value);
+      if (!d.ok() || *d < Millis(100) || *d > Millis(3600 * 1000)) {
+        std::fprintf(stderr, "turnstile bench: --duration: \"%s\" must be 100ms..1h\n",
+                     value.c_str());
+        return 2;
+      }
+      o->duration = *d;
+      duration_set = true;
+    } else if (name == "herd-sizes") {
+      if (!ParseIntList(value, &o->herd_sizes)) {
+        std::fprintf(stderr, "turnstile bench: --herd-sizes: \"%s\" must be a list of 1..100000\n",
+                     value.c_str());
+        return 2;
+      }
+      herd_set = true;
+    } else {
+      std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (o->server.empty() || o->zk.empty()) {
+    std::fprintf(stderr, "turnstile bench: --server and --zk must not be empty\n");
+    return 2;
+  }
+  if (o->quick) {
+    if (!duration_set) o->duration = Millis(1000);
+    if (!herd_set) o->herd_sizes = {10, 50};
+  }
+  return 0;
+}
+
+// --- printing -------------------------------------------------------------------
+
+double Ratio(double t, double f) { return f > 0 ? t / f : NAN; }
+
+std::string Fmt(double v, const char* fmt = "%.3f") {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+struct Row {
+  std::string metric;
+  double turnstile;
+  double floor;
+};
+
+void PrintTable(const std::vector<Row>& rows) {
+  std::printf("  %-40s %14s %14s %16s\n", "metric", "turnstile", "floor", "turnstile/floor");
+  for (const Row& r : rows) {
+    std::printf("  %-40s %14s %14s %16s\n", r.metric.c_str(), Fmt(r.turnstile).c_str(),
+                Fmt(r.floor).c_str(), Fmt(Ratio(r.turnstile, r.floor), "%.2f").c_str());
+  }
+}
+
+void PrintJson(const Json& j) {
+  std::printf("BENCH_JSON %s\n", j.Text().c_str());
+  std::fflush(stdout);
+}
+
+// Explains the clamped RELEASED -> ACQUIRED numbers.
+void PrintHandoffNote(size_t handoffs, uint64_t before, const Latency& signed_ms) {
+  std::printf("  %zu handoffs; in %llu the next holder's ACQUIRED arrived before the previous "
+              "holder's RELEASED\n  (counted as 0 ms above; unclamped p50 %s ms, min %s ms)\n",
+              handoffs, static_cast<unsigned long long>(before), Fmt(signed_ms.p50_ms).c_str(),
+              Fmt(signed_ms.min_ms).c_str());
+}
+
+std::string JoinErrors(const std::vector<std::string>& errors) {
+  std::string out;
+  for (const auto& e : errors) {
+    if (e.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += e;
+  }
+  return out;
+}
+
+Json Finish(Json j, const std::vector<std::string>& errors, bool* ok) {
+  std::string error = JoinErrors(errors);
+  j.Num("ok", error.empty() ? 1 : 0);
+  if (error.empty()) {
+    j.Null("error");
+  } else {
+    j.Str("error", error);
+    *ok = false;
+    std::printf("  ERROR: %s\n", error.c_str());
+  }
+  return j;
+}
+
+// --- workloads --------------------------------------------------------------------
+
+std::string LockName(const BenchOptions& o, const std::string& suffix) {
+  return "bench-" + o.run_tag + "-" + suffix;
+}
+
+std::string ErrorOf(const CycleResult& r, const char* side) {
+  return r.errors == 0 ? "" : std::string(side) + ": " + r.error;
+}
+
+// W1 and W3: `clients` clients, each on its own lock.
+bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) {
+  const double secs = o.duration.count() / 1000.0;
+  std::printf("\n== %s %s: %d client%s, %d lock%s, acquire+release cycles, hold 0, %.1f s per side\n",
+              w == "w1" ? "W1" : "W3", w == "w1" ? "uncontended" : "many locks", clients,
+              clients == 1 ? "" : "s", clients, clients == 1 ? "" : "s", secs);
+  std::printf("   floor: create(ephemeral-sequential)+getChildren+delete cycles, %d loop%s on one "
+              "ZooKeeper session\n",
+              clients, clients == 1 ? "" : "s");
+  std::fflush(stdout);
+  std::vector<std::string> names;
+  for (int i = 0; i < clients; ++i) {
+    names.push_back(LockName(o, clients == 1 ? w : w + "-" + std::to_string(i)));
+  }
+  CycleResult t = RunTurnstileCycles(o, names, o.duration);
+  CycleResult f;
+  std::string floor_error;
+  if (auto floor = Floor::Open(o, &floor_error)) {
+    f = floor->Cycles(w, clients, o.duration);
+  } else {
+    f.errors = 1;
+    f.error = floor_error;
+  }
+  const char* rate = w == "w1" ? "ops_per_s" : "cycles_per_s";
+  PrintTable({{w == "w1" ? "ops/s (acquire+release cycles)" : "cycles/s", t.per_second, f.per_second},
+              {"cycle p50 (ms)", t.cycle.p50_ms, f.cycle.p50_ms},
+              {"cycle p99 (ms)", t.cycle.p99_ms, f.cycle.p99_ms}});
+  std::printf("  cycles: turnstile %llu, floor %llu\n",
+              static_cast<unsigned long long>(t.cycles), static_cast<unsigned long long>(f.cycles));
+  auto side = [&](const CycleResult& r) {
+    return Json()
+        .Int("cycles", static_cast<int64_t>(r.cycles))
+        .Num(rate, r.per_second)
+        .Num("cycle_p50_ms", r.cycle.p50_ms)
+        .Num("cycle_p99_ms", r.cycle.p99_ms)
+        .Num("cycle_mean_ms", r.cycle.mean_ms)
+        .Int("errors", static_cast<int64_t>(r.errors));
+  };
+  bool ok = true;
+  Json j;
+  j.Str("workload", w)
+      .Int("clients", clients)
+      .Int("locks", clients)
+      .Num("duration_s", secs)
+      .Obj("turnstile", side(t))
+      .Obj("floor", side(f).Str("op", "create_es+getChildren+delete"))
+      .Obj("ratio", Json()
+                        .Num(rate, Ratio(t.per_second, f.per_second))
+                        .Num("cycle_p50_ms", Ratio(t.cycle.p50_ms, f.cycle.p50_ms))
+                        .Num("cycle_p99_ms", Ratio(t.cycle.p99_ms, f.cycle.p99_ms)));
+  PrintJson(Finish(j, {ErrorOf(t, "turnstile"), ErrorOf(f, "floor")}, &ok));
+  return ok;
+}
+
+bool RunW2(const BenchOptions& o) {
+  const double secs = o.duration.count() / 1000.0;
+  const int clients = o.w2_clients;
+  std::printf("\n== W2 contended: %d clients, 1 lock, hold 0, %.1f s per side\n", clients, secs);
+  std::printf("   handoff = previous holder's RELEASED -> next holder's ACQUIRED (one clock, one "
+              "process)\n");
+  std::printf("   floor: cycles/s = %d clients of the same herd-free recipe on one ZooKeeper "
+              "session;\n          handoff = delete issued -> getData watch fired in another "
+              "session\n",
+              clients);
+  std::fflush(stdout);
+  std::vector<std::string> names(clients, LockName(o, "w2"));
+  CycleResult t = RunTurnstileCycles(o, names, o.duration);
+  CycleResult f, h;
+  std::string floor_error;
+  if (auto floor = Floor::Open(o, &floor_error)) {
+    f = floor->ContendedLock("w2", clients, o.duration);
+    h = floor->DeleteToWatch("w2-handoff", o.duration);
+  } else {
+    f.errors = h.errors = 1;
+    f.error = floor_error;
+  }
+  PrintTable({{"cycles/s", t.per_second, f.per_second},
+              {"handoff p50 (ms)", t.handoff.p50_ms, h.handoff.p50_ms},
+              {"handoff p99 (ms)", t.handoff.p99_ms, h.handoff.p99_ms},
+              {"release sent -> next ACQUIRED p50 (ms)", t.release_to_acquired.p50_ms,
+               h.handoff.p50_ms},
+              {"release sent -> next ACQUIRED p99 (ms)", t.release_to_acquired.p99_ms,
+               h.handoff.p99_ms}});
+  PrintHandoffNote(t.handoff.count, t.acquired_before_released, t.handoff_signed);
+  std::printf("  floor: %zu delete->watch samples\n", h.handoff.count);
+  bool ok = true;
+  Json j;
+  j.Str("workload", "w2")
+      .Int("clients", clients)
+      .Int("locks", 1)
+      .Num("duration_s", secs)
+      .Obj("turnstile", Json()
+                            .Int("cycles", static_cast<int64_t>(t.cycles))
+                            .Num("cycles_per_s", t.per_second)
+                            .Num("cycle_p50_ms", t.cycle.p50_ms)
+                            .Num("cycle_p99_ms", t.cycle.p99_ms)
+                            .Int("handoffs", static_cast<int64_t>(t.handoff.count))
+                            .Num("handoff_p50_ms", t.handoff.p50_ms)
+                            .Num("handoff_p99_ms", t.handoff.p99_ms)
+                            .Num("handoff_mean_ms", t.handoff.mean_ms)
+                            .Num("handoff_signed_p50_ms", t.handoff_signed.p50_ms)
+                            .Num("handoff_signed_min_ms", t.handoff_signed.min_ms)
+                            .Int("acquired_before_released",
+                                 static_cast<int64_t>(t.acquired_before_released))
+                            .Num("release_to_acquired_p50_ms", t.release_to_acquired.p50_ms)
+                            .Num("release_to_acquired_p99_ms", t.release_to_acquired.p99_ms)
+                            .Int("errors", static_cast<int64_t>(t.errors)))
+      .Obj("floor", Json()
+                        .Int("cycles", static_cast<int64_t>(f.cycles))
+                        .Num("cycles_per_s", f.per_second)
+                        .Int("handoffs", static_cast<int64_t>(h.handoff.count))
+                        .Num("handoff_p50_ms", h.handoff.p50_ms)
+                        .Num("handoff_p99_ms", h.handoff.p99_ms)
+                        .Num("handoff_mean_ms", h.handoff.mean_ms)
+                        .Str("cycles_op", "raw herd-free lock recipe, one session")
+                        .Str("handoff_op", "delete issued -> getData watch fired (2 sessions)")
+                        .Int("errors", static_cast<int64_t>(f.errors + h.errors)))
+      .Obj("ratio", Json()
+                        .Num("cycles_per_s", Ratio(t.per_second, f.per_second))
+                        .Num("handoff_p50_ms", Ratio(t.handoff.p50_ms, h.handoff.p50_ms))
+                        .Num("handoff_p99_ms", Ratio(t.handoff.p99_ms, h.handoff.p99_ms))
+                        .Num("release_to_acquired_p50_ms",
+                             Ratio(t.release_to_acquired.p50_ms, h.handoff.p50_ms))
+                        .Num("release_to_acquired_p99_ms",
+                             Ratio(t.release_to_acquired.p99_ms, h.handoff.p99_ms)));
+  std::vector<std::string> errors = {ErrorOf(t, "turnstile"), ErrorOf(f, "floor"),
+                                     ErrorOf(h, "floor handoff")};
+  if (t.errors == 0 && t.handoff.count == 0) errors.push_back("turnstile: no handoff measured");
+  PrintJson(Finish(j, errors, &ok));
+  return ok;
+}
+
+bool RunW4(const BenchOptions& o) {
+  std::printf("\n== W4 herd: N waiters queued behind one holder, then drained (hold 0); N = ");
+  for (size_t i = 0; i < o.herd_sizes.size(); ++i) {
+    std::printf("%s%d", i ? ", " : "", o.herd_sizes[i]);
+  }
+  std::printf("\n   handoff = RELEASED at the holder -> ACQUIRED at the next; ZooKeeper counters are "
+              "mntr deltas over the drain / N\n");
+  std::printf("   floor: a chain of N+1 sequential nodes, each watched (getData) by its successor; "
+              "handoff = delete issued -> watch fired\n");
+  std::fflush(stdout);
+  bool ok = true;
+  std::vector<Json> herd;
+  std::vector<std::string> all_errors;
+  struct Line {
+    HerdResult t, f;
+  };
+  std::vector<Line> lines;
+  for (int n : o.herd_sizes) {
+    HerdResult t = RunTurnstileHerd(o, LockName(o, "w4-" + std::to_string(n)), n);
+    HerdResult f;
+    std::string floor_error;
+    if (auto floor = Floor::Open(o, &floor_error)) {
+      f = floor->Chain("w4-" + std::to_string(n), n);
+    } else {
+      f.n = n;
+      f.error = floor_error;
+    }
+    // A failed side has no numbers: "-" in the table, null in the JSON.
+    for (HerdResult* r : {&t, &f}) {
+      if (r->error.empty()) continue;
+      HerdResult blank;
+      blank.n = r->n;
+      blank.error = r->error;
+      for (Latency* l : {&blank.handoff, &blank.handoff_signed, &blank.release_to_acquired}) {
+        l->p50_ms = l->p99_ms = l->mean_ms = l->min_ms = l->max_ms = NAN;
+      }
+      blank.drain_seconds = blank.handoffs_per_second = NAN;
+      blank.zk.packets = blank.zk.notifications = NAN;
+      blank.zk.deleted_watches = blank.zk.changed_watches = NAN;
+      blank.packets_per_handoff = blank.notifications_per_handoff = NAN;
+      blank.queued_events_per_handoff = NAN;
+      *r = blank;
+    }
+    std::printf("\n  -- N = %d\n", n);
+    PrintTable({{"handoff p50 (ms)", t.handoff.p50_ms, f.handoff.p50_ms},
+                {"handoff p99 (ms)", t.handoff.p99_ms, f.handoff.p99_ms},
+                {"release sent -> next ACQUIRED p50 (ms)", t.release_to_acquired.p50_ms,
+                 f.handoff.p50_ms},
+                {"release sent -> next ACQUIRED p99 (ms)", t.release_to_acquired.p99_ms,
+                 f.handoff.p99_ms},
+                {"handoffs/s during the drain", t.handoffs_per_second, f.handoffs_per_second},
+                {"ZK packets / handoff", t.packets_per_handoff, f.packets_per_handoff},
+                {"ZK watch notifications / handoff", t.notifications_per_handoff,
+                 f.notifications_per_handoff},
+                {"gRPC QUEUED events / handoff", t.queued_events_per_handoff, NAN}});
+    if (t.error.empty()) PrintHandoffNote(t.handoffs, t.acquired_before_released, t.handoff_signed);
+    std::vector<std::string> errors;
+    if (!t.error.empty()) errors.push_back("turnstile N=" + std::to_string(n) + ": " + t.error);
+    if (!f.error.empty()) errors.push_back("floor N=" + std::to_string(n) + ": " + f.error);
+    for (const auto& e : errors) {
+      std::printf("  ERROR: %s\n", e.c_str());
+      all_errors.push_back(e);
+    }
+    auto side = [](const HerdResult& r, bool turnstile) {
+      Json j;
+      j.Int("handoffs", static_cast<int64_t>(r.handoffs))
+          .Num("handoff_p50_ms", r.handoff.p50_ms)
+          .Num("handoff_p99_ms", r.handoff.p99_ms)
+          .Num("handoff_mean_ms", r.handoff.mean_ms)
+          .Num("drain_s", r.drain_seconds)
+          .Num("handoffs_per_s", r.handoffs_per_second)
+          .Num("zk_packets", r.zk.packets)
+          .Num("zk_watch_notifications", r.zk.notifications)
+          .Num("zk_deleted_watches", r.zk.deleted_watches)
+          .Num("zk_changed_watches", r.zk.changed_watches)
+          .Num("packets_per_handoff", r.packets_per_handoff)
+          .Num("watch_notifications_per_handoff", r.notifications_per_handoff);
+      if (turnstile) {
+        j.Num("queued_events_per_handoff", r.queued_events_per_handoff)
+            .Int("acquired_before_released", static_cast<int64_t>(r.acquired_before_released))
+            .Num("handoff_signed_p50_ms", r.handoff_signed.p50_ms)
+            .Num("handoff_signed_min_ms", r.handoff_signed.min_ms)
+            .Num("release_to_acquired_p50_ms", r.release_to_acquired.p50_ms)
+            .Num("release_to_acquired_p99_ms", r.release_to_acquired.p99_ms);
+      }
+      return j;
+    };
+    Json entry;
+    entry.Int("n", n)
+        .Obj("turnstile", side(t, true))
+        .Obj("floor", side(f, false))
+        .Obj("ratio", Json()
+                          .Num("handoff_p50_ms", Ratio(t.handoff.p50_ms, f.handoff.p50_ms))
+                          .Num("handoff_p99_ms", Ratio(t.handoff.p99_ms, f.handoff.p99_ms))
+                          .Num("release_to_acquired_p50_ms",
+                               Ratio(t.release_to_acquired.p50_ms, f.handoff.p50_ms))
+                          .Num("release_to_acquired_p99_ms",
+                               Ratio(t.release_to_acquired.p99_ms, f.handoff.p99_ms))
+                          .Num("handoffs_per_s", Ratio(t.handoffs_per_second, f.handoffs_per_second))
+                          .Num("packets_per_handoff",
+                               Ratio(t.packets_per_handoff, f.packets_per_handoff))
+                          .Num("watch_notifications_per_handoff",
+                               Ratio(t.notifications_per_handoff, f.notifications_per_handoff)));
+    if (errors.empty()) {
+      entry.Null("error");
+    } else {
+      entry.Str("error", JoinErrors(errors));
+    }
+    herd.push_back(entry);
+    lines.push_back({t, f});
+  }
+
+  std::printf("\n  -- against N (turnstile | floor)\n");
+  std::printf("  %6s %21s %21s %21s %15s %15s %9s\n", "N", "handoff p50 ms", "handoff p99 ms",
+              "rel.sent->acq p50 ms", "packets/hoff", "notifs/hoff", "QUEUED/h");
+  for (const Line& l : lines) {
+    std::printf("  %6d %10s|%-10s %10s|%-10s %10s|%-10s %7s|%-7s %7s|%-7s %9s\n", l.t.n,
+                Fmt(l.t.handoff.p50_ms).c_str(), Fmt(l.f.handoff.p50_ms).c_str(),
+                Fmt(l.t.handoff.p99_ms).c_str(), Fmt(l.f.handoff.p99_ms).c_str(),
+                Fmt(l.t.release_to_acquired.p50_ms).c_str(), Fmt(l.f.handoff.p50_ms).c_str(),
+                Fmt(l.t.packets_per_handoff, "%.2f").c_str(),
+                Fmt(l.f.packets_per_handoff, "%.2f").c_str(),
+                Fmt(l.t.notifications_per_handoff, "%.2f").c_str(),
+                Fmt(l.f.notifications_per_handoff, "%.2f").c_str(),
+                Fmt(l.t.queued_events_per_handoff, "%.1f").c_str());
+  }
+  Json j;
+  j.Str("workload", "w4").Arr("herd", herd);
+  if (all_errors.empty()) {
+    j.Num("ok", 1).Null("error");
+  } else {
+    j.Num("ok", 0).Str("error", JoinErrors(all_errors));
+    ok = false;
+  }
+  PrintJson(j);
+  return ok;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  BenchOptions o;
+  int rc = ParseFlags(argc, argv, &o);
+  if (rc == -1) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (rc != 0) return rc;
+  o.run_tag = std::to_string(getpid());
+
+  std::printf("turnstile bench: server %s, ZooKeeper %s, %.1f s per workload side%s\n",
+              o.server.c_str(), o.zk.c_str(), o.duration.count() / 1000.0,
+              o.quick ? " (--quick)" : "");
+  std::string error;
+  if (!CheckServer(o, Millis(10000), &error)) {
+    std::fprintf(stderr, "turnstile bench: %s\n", error.c_str());
+    return 1;
+  }
+  Mntr mntr;
+  if (!ReadMntr(o.zk, &mntr, &error)) {
+    std::fprintf(stderr, "turnstile bench: ZooKeeper mntr at %s: %s\n", o.zk.c_str(),
+                 error.c_str());
+    return 1;
+  }
+  auto version = mntr.find("zk_version");
+  std::printf("ZooKeeper %s; client cores %u\n",
+              version == mntr.end() ? "?" : version->second.substr(0, version->second.find(',')).c_str(),
+              std::thread::hardware_concurrency());
+  std::fflush(stdout);
+
+  bool ok = true;
+  for (const std::string& w : o.workloads) {
+    if (w == "w1") ok &= RunSeparateLocks(o, "w1", 1);
+    if (w == "w2") ok &= RunW2(o);
+    if (w == "w3") ok &= RunSeparateLocks(o, "w3", o.w3_clients);
+    if (w == "w4") ok &= RunW4(o);
+  }
+  std::printf("\nturnstile bench: %s\n", ok ? "done" : "done, with errors (see above)");
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+}  // namespace turnstile::bench

@@ -1,0 +1,194 @@
+// Internals of turnstile bench: options, statistics, results, and the two
+// sides of every workload (turnstile over gRPC; the raw-ZooKeeper floor over
+// ZkSession). Not a public API.
+#ifndef TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_
+#define TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/zk_session.h"
+
+namespace turnstile::bench {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+struct BenchOptions {
+  std::string server = "127.0.0.1:7400";
+  std::string zk = "127.0.0.1:2181";
+  std::vector<std::string> workloads = {"w1", "w2", "w3", "w4"};
+  Millis duration{5000};
+  std::vector<int> herd_sizes = {10, 100, 1000};
+  bool quick = false;
+
+  // Fixed shapes (the workloads).
+  int w2_clients = 16;
+  int w3_clients = 32;
+  // Channels (connections) the W4 waiters are spread over.
+  int w4_channels = 16;
+  // Unique per run: lock names and the floor's znode root carry it.
+  std::string run_tag;
+};
+
+// --- statistics -----------------------------------------------------------
+
+double ToMs(Clock::duration d);
+
+struct Latency {
+  size_t count = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double mean_ms = 0;
+  double max_ms = 0;
+  double min_ms = 0;
+};
+// Nearest-rank percentiles.
+Latency Summarize(std::vector<double> samples_ms);
+
+// --- ZooKeeper four-letter words --------------------------------------------
+
+// Sends `cmd` (e.g. "mntr") to the first server of a ZooKeeper connect string
+// ("h1:p1,h2:p2/chroot") and returns the whole reply; "" + *error on failure.
+std::string FourLetterWord(const std::string& zk_connect, const std::string& cmd,
+                           Millis timeout, std::string* error);
+// `mntr` as key -> value (numbers as text).
+using Mntr = std::map<std::string, std::string>;
+bool ReadMntr(const std::string& zk_connect, Mntr* out, std::string* error);
+// A numeric mntr value (0 if absent or not a number).
+double MntrValue(const Mntr& m, const std::string& key);
+
+// The counters W4 reads, as deltas between two mntr snapshots.
+struct ZkCounters {
+  double packets = 0;        // zk_packets_received + zk_packets_sent
+  double notifications = 0;  // zk_sum_node_deleted_watch_count +
+                             // zk_sum_node_changed_watch_count
+  double deleted_watches = 0;
+  double changed_watches = 0;
+};
+ZkCounters CounterDelta(const Mntr& before, const Mntr& after);
+
+// --- results ----------------------------------------------------------------
+
+// Repeated acquire+release cycles (W1, W2, W3) — or create+getChildren+delete
+// cycles for the floor.
+struct CycleResult {
+  uint64_t cycles = 0;  // completed within the measured window
+  double seconds = 0;   // the window
+  double per_second = 0;
+  Latency cycle;        // one cycle, start to end
+  // Handoffs (W2): previous holder's RELEASED -> next holder's ACQUIRED,
+  // negative values counted as 0 ms (the next holder can be told before the
+  // previous one: RELEASED is sent only after the delete's reply, while the
+  // next waiter's watch fires before it).
+  Latency handoff;
+  Latency handoff_signed;  // the same, not clamped
+  uint64_t acquired_before_released = 0;
+  // Previous holder sends `release` -> next holder's ACQUIRED: the analogue
+  // of the floor's "delete issued -> watch fired".
+  Latency release_to_acquired;
+  uint64_t errors = 0;
+  std::string error;  // the first one
+};
+
+// One W4 drain: N waiters behind one holder (or a raw chain of N+1 nodes).
+struct HerdResult {
+  int n = 0;
+  uint64_t handoffs = 0;
+  Latency handoff;          // RELEASED -> next ACQUIRED, clamped at 0 (floor:
+                            // delete issued -> watch fired)
+  Latency handoff_signed;   // turnstile: not clamped
+  Latency release_to_acquired;  // turnstile: `release` sent -> next ACQUIRED
+  double drain_seconds = 0;
+  double handoffs_per_second = 0;
+  ZkCounters zk;  // totals over the drain
+  double packets_per_handoff = 0;
+  double notifications_per_handoff = 0;
+  // gRPC QUEUED events the waiters received during the drain, per handoff
+  // (turnstile only: position updates to waiters still in line).
+  double queued_events_per_handoff = 0;
+  uint64_t acquired_before_released = 0;
+  std::string error;
+};
+
+// --- the turnstile side (gRPC, plain stubs) ------------------------------------
+
+// Checks that the replica answers (channel connects within `timeout`).
+bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error);
+
+// `clients` concurrent clients; client i loops acquire+release (hold 0) on
+// lock_names[i] for `duration`. W1: 1 client; W2: 16 on one name; W3: 32 on
+// 32 names.
+CycleResult RunTurnstileCycles(const BenchOptions& o,
+                               const std::vector<std::string>& lock_names,
+                               Millis duration);
+
+// W4: one holder, N waiters queued, then drained with hold time 0.
+HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
+                            int n);
+
+// --- the floor side (ZkSession) ---------------------------------------------
+
+class Floor {
+ public:
+  // Connects two sessions (the second only watches, for W2's delete->watch
+  // latency) and creates the persistent root /turnstile-bench-floor-<tag>.
+  static std::unique_ptr<Floor> Open(const BenchOptions& o, std::string* error);
+  ~Floor();  // deletes the whole root, then closes the sessions
+  Floor(const Floor&) = delete;
+  Floor& operator=(const Floor&) = delete;
+
+  // W1/W3: `loops` concurrent create(ephemeral-sequential)+getChildren+delete
+  // cycles on one session (as a replica multiplexes its clients), loop i
+  // under its own parent, for `duration`.
+  CycleResult Cycles(const std::string& tag, int loops, Millis duration);
+  // W2 throughput: `clients` contend for one raw lock on one session (create
+  // ES, list once, watch the predecessor with getData, delete when first),
+  // hold time 0.
+  CycleResult ContendedLock(const std::string& tag, int clients, Millis duration);
+  // W2 handoff floor: one session creates a node, the other watches it with
+  // getData; latency = delete issued -> watch fired. Repeated for `duration`.
+  CycleResult DeleteToWatch(const std::string& tag, Millis duration);
+  // W4 floor: a chain of n+1 sequential nodes on one session, each watched
+  // (getData) by its successor; deleting the first, and each successor
+  // deleting itself when its watch fires, gives n handoffs.
+  HerdResult Chain(const std::string& tag, int n);
+
+  const std::string& root() const { return root_; }
+
+ private:
+  Floor() = default;
+
+  std::unique_ptr<ZkSession> zk_;
+  std::unique_ptr<ZkSession> watcher_;
+  std::string root_;
+  std::string zk_connect_;
+};
+
+// --- output -----------------------------------------------------------------
+
+// A tiny JSON object writer: {"k":v,...} with nested objects and arrays.
+class Json {
+ public:
+  Json& Str(const std::string& key, const std::string& value);
+  Json& Num(const std::string& key, double value);  // null if not finite
+  Json& Int(const std::string& key, int64_t value);
+  Json& Obj(const std::string& key, const Json& value);
+  Json& Arr(const std::string& key, const std::vector<Json>& values);
+  Json& Null(const std::string& key);
+  std::string Text() const;
+
+ private:
+  void Key(const std::string& key);
+  std::string body_;
+};
+std::string JsonQuote(const std::string& s);
+
+}  // namespace turnstile::bench
+
+#endif  // TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_

@@ -1,0 +1,289 @@
+// Statistics, the JSON writer, and ZooKeeper four-letter words over a socket.
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "client/bench/bench_internal.h"
+
+namespace turnstile::bench {
+
+double ToMs(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+Latency Summarize(std::vector<double> samples) {
+  Latency l;
+  l.count = samples.size();
+  if (samples.empty()) return l;
+  std::sort(samples.begin(), samples.end());
+  auto rank = [&](double p) {
+    size_t k = static_cast<size_t>(std::ceil(p / 100.0 * samples.size()));
+    if (k == 0) k = 1;
+    return samples[std::min(k, samples.size()) - 1];
+  };
+  l.p50_ms = rank(50);
+  l.p99_ms = rank(99);
+  double sum = 0;
+  for (double v : samples) sum += v;
+  l.mean_ms = sum / samples.size();
+  l.max_ms = samples.back();
+  l.min_ms = samples.front();
+  return l;
+}
+
+// --- four-letter words --------------------------------------------------------
+
+namespace {
+
+// Closes a file descriptor on scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+// "h1:p1,h2:p2/chroot" -> host and port of h1.
+bool FirstServer(const std::string& connect, std::string* host, std::string* port) {
+  std::string first = connect.substr(0, connect.find(','));
+  first = first.substr(0, first.find('/'));
+  if (first.empty()) return false;
+  if (first[0] == '[') {  // [v6]:port
+    size_t close_bracket = first.find(']');
+    if (close_bracket == std::string::npos) return false;
+    *host = first.substr(1, close_bracket - 1);
+    *port = first.size() > close_bracket + 2 ? first.substr(close_bracket + 2) : "2181";
+    return true;
+  }
+  size_t colon = first.rfind(':');
+  *host = first.substr(0, colon);
+  *port = colon == std::string::npos ? "2181" : first.substr(colon + 1);
+  return !host->empty() && !port->empty();
+}
+
+}  // namespace
+
+std::string FourLetterWord(const std::string& zk_connect, const std::string& cmd,
+                           Millis timeout, std::string* error) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::string host, port;
+  if (!FirstServer(zk_connect, &host, &port)) {
+    *error = "cannot parse ZooKeeper address \"" + zk_connect + "\"";
+    return "";
+  }
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (gai != 0) {
+    *error = "resolve " + host + ": " + gai_strerror(gai);
+    return "";
+  }
+  std::string last_error = "no address for " + host;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    Fd s;
+    s.fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                  ai->ai_protocol);
+    if (s.fd < 0) {
+      last_error = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    if (connect(s.fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      last_error = "connect " + host + ":" + port + ": " + std::strerror(errno);
+      continue;
+    }
+    pollfd p{s.fd, POLLOUT, 0};
+    if (poll(&p, 1, RemainingMs(deadline)) != 1) {
+      last_error = "connect " + host + ":" + port + ": timed out";
+      continue;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    if (soerr != 0) {
+      last_error = "connect " + host + ":" + port + ": " + std::strerror(soerr);
+      continue;
+    }
+    size_t sent = 0;
+    while (sent < cmd.size()) {
+      ssize_t n = send(s.fd, cmd.data() + sent, cmd.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        pollfd w{s.fd, POLLOUT, 0};
+        if (poll(&w, 1, RemainingMs(deadline)) == 1) continue;
+      }
+      break;
+    }
+    if (sent < cmd.size()) {
+      last_error = "send " + cmd + " to " + host + ":" + port + " failed";
+      continue;
+    }
+    std::string reply;
+    char buf[8192];
+    for (;;) {
+      pollfd r{s.fd, POLLIN, 0};
+      int ready = poll(&r, 1, RemainingMs(deadline));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready != 1) {
+        freeaddrinfo(res);
+        *error = cmd + " to " + host + ":" + port + ": timed out";
+        return "";
+      }
+      ssize_t n = recv(s.fd, buf, sizeof(buf), 0);
+      if (n > 0) {
+        reply.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      break;  // EOF (the server closes after the reply) or an error
+    }
+    freeaddrinfo(res);
+    return reply;
+  }
+  freeaddrinfo(res);
+  *error = last_error;
+  return "";
+}
+
+bool ReadMntr(const std::string& zk_connect, Mntr* out, std::string* error) {
+  std::string reply = FourLetterWord(zk_connect, "mntr", Millis(5000), error);
+  if (reply.empty()) {
+    if (error->empty()) *error = "empty mntr reply";
+    return false;
+  }
+  out->clear();
+  size_t pos = 0;
+  while (pos < reply.size()) {
+    size_t eol = reply.find('\n', pos);
+    if (eol == std::string::npos) eol = reply.size();
+    std::string line = reply.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    (*out)[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  if (!out->count("zk_packets_received")) {
+    *error = "unexpected mntr reply (is `mntr` in 4lw.commands.whitelist?): " +
+             reply.substr(0, 200);
+    return false;
+  }
+  return true;
+}
+
+double MntrValue(const Mntr& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return 0;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  return end == it->second.c_str() ? 0 : v;
+}
+
+ZkCounters CounterDelta(const Mntr& before, const Mntr& after) {
+  auto d = [&](const char* key) { return MntrValue(after, key) - MntrValue(before, key); };
+  ZkCounters c;
+  c.packets = d("zk_packets_received") + d("zk_packets_sent");
+  c.deleted_watches = d("zk_sum_node_deleted_watch_count");
+  c.changed_watches = d("zk_sum_node_changed_watch_count");
+  c.notifications = c.deleted_watches + c.changed_watches;
+  return c;
+}
+
+// --- JSON ---------------------------------------------------------------------
+
+std::string JsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void Json::Key(const std::string& key) {
+  if (!body_.empty()) body_ += ",";
+  body_ += JsonQuote(key) + ":";
+}
+
+Json& Json::Str(const std::string& key, const std::string& value) {
+  Key(key);
+  body_ += JsonQuote(value);
+  return *this;
+}
+
+Json& Json::Num(const std::string& key, double value) {
+  Key(key);
+  if (!std::isfinite(value)) {
+    body_ += "null";
+  } else {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.6g", value);
+    body_ += buf;
+  }
+  return *this;
+}
+
+Json& Json::Int(const std::string& key, int64_t value) {
+  Key(key);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+Json& Json::Obj(const std::string& key, const Json& value) {
+  Key(key);
+  body_ += value.Text();
+  return *this;
+}
+
+Json& Json::Arr(const std::string& key, const std::vector<Json>& values) {
+  Key(key);
+  body_ += "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) body_ += ",";
+    body_ += values[i].Text();
+  }
+  body_ += "]";
+  return *this;
+}
+
+Json& Json::Null(const std::string& key) {
+  Key(key);
+  body_ += "null";
+  return *this;
+}
+
+std::string Json::Text() const { return "{" + body_ + "}"; }
+
+}  // namespace turnstile::bench

@@ -1,0 +1,916 @@
+// turnstile C++ client library: see client.h.
+//
+// Structure
+//   Client::Impl   the channel and stub, the reentrancy Registry and the
+//                  KeepAliver (one KeepAlive stream per Client).
+//   HoldCore       one Acquire stream = one server-side contender. It owns the
+//                  stream and a reader thread that turns events into state.
+//                  Reentrant handles of one hold share one HoldCore.
+//   Lock::Hold     one handle (one Lock object's share of a HoldCore).
+//
+// Threads
+//   - Per HoldCore, one reader thread (sync gRPC Read loop). It starts with
+//     the stream and ends when the stream ends. Acquire waits for the grant on
+//     a condition variable (bounded), and calls on_queued on the caller's
+//     thread, so every on_queued call happens before Acquire returns.
+//   - Per Client with TTL leases, a KeepAlive scheduler thread (writes) and a
+//     reader thread per KeepAlive stream (reads answers).
+//   - on_change runs on a library thread (the reader thread, or the
+//     KeepAlive reader when a renewal says NOT_FOUND), never under an internal
+//     lock. Notifications of one hold are queued and delivered in order by one
+//     thread at a time.
+//   - gRPC's own threads are never used: everything is the sync API.
+//
+// Release (the last handle of a hold):
+//   - held / suspended: sends `release`, half-closes, waits (at most 10 s) for
+//     the stream to end (RELEASED first). OK if RELEASED (or LOST) arrived; the
+//     stream's status if it broke instead; DEADLINE_EXCEEDED after 10 s, when
+//     the stream is cancelled (a cancel releases too).
+//   - already lost (or ended): OK without contacting the server; a stream
+//     still open (lease found gone by KeepAlive) is cancelled.
+//   - called from inside on_change on the hold's own reader thread: sends the
+//     release and returns OK without waiting (the waiting would deadlock); the
+//     RELEASED event arrives after the callback returns.
+//   Idempotent: a second Release of a handle returns OK and does nothing.
+//   Non-last reentrant handles: Release only counts down (OK, no server call)
+//   and that handle's on_change gets kReleased.
+#include "client/lib/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "turnstile/v1/lock.grpc.pb.h"
+
+namespace turnstile::client {
+
+const char* LockStateName(LockState s) {
+  switch (s) {
+    case LockState::kHeld: return "HELD";
+    case LockState::kSuspended: return "SUSPENDED";
+    case LockState::kLost: return "LOST";
+    case LockState::kReleased: return "RELEASED";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+namespace v1 = ::turnstile::v1;
+using Clock = std::chrono::steady_clock;
+using Callback = std::function<void(const LockStatus&)>;
+using AcquireStreamRW = grpc::ClientReaderWriter<v1::AcquireRequest, v1::AcquireEvent>;
+using KeepAliveStreamRW = grpc::ClientReaderWriter<v1::KeepAliveRequest, v1::KeepAliveResponse>;
+
+// How long Release waits for RELEASED and the end of the stream.
+constexpr Millis kReleaseTimeout{10000};
+// Acquire gives the server this long beyond wait_timeout to answer before
+// it cancels the stream itself.
+constexpr Millis kAcquireSlack{30000};
+// Deadline of unary calls (Release by lease id).
+constexpr Millis kUnaryTimeout{10000};
+// Longest wait_timeout used for the client-side deadline (the server's
+// maximum is far below).
+constexpr Millis kMaxWaitForDeadline{100LL * 24 * 3600 * 1000};
+// KeepAlive requests carry at most this many lease ids (the server's limit).
+constexpr size_t kMaxLeasesPerKeepAlive = 100;
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+void SetDuration(Millis d, google::protobuf::Duration* out) {
+  out->set_seconds(d.count() / 1000);
+  out->set_nanos(static_cast<int32_t>((d.count() % 1000) * 1000000));
+}
+
+// Clamped to about 34 years, so adding it to a time point cannot overflow.
+Millis FromDuration(const google::protobuf::Duration& d) {
+  constexpr int64_t kMaxSeconds = int64_t{1} << 30;
+  int64_t s = std::max(-kMaxSeconds, std::min(kMaxSeconds, d.seconds()));
+  return Millis(s * 1000 + d.nanos() / 1000000);
+}
+
+Millis Left(Clock::time_point deadline, Clock::time_point now) {
+  if (deadline <= now) return Millis(0);
+  return std::chrono::duration_cast<Millis>(deadline - now);
+}
+
+// Joins `t` unless it is the calling thread (then detaches it: the thread
+// keeps what it needs alive through its own shared_ptr).
+void Reap(std::thread t, bool may_join = true) {
+  if (!t.joinable()) return;
+  if (!may_join || t.get_id() == std::this_thread::get_id()) {
+    t.detach();
+  } else {
+    t.join();
+  }
+}
+
+class HoldCore;
+
+// Reentrancy: (name, owner) -> the hold this Client has under that owner.
+class Registry {
+ public:
+  std::shared_ptr<HoldCore> Find(const std::string& key) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = holds_.find(key);
+    if (it == holds_.end()) return nullptr;
+    return it->second.lock();
+  }
+  void Put(const std::string& key, const std::shared_ptr<HoldCore>& core) {
+    std::lock_guard<std::mutex> l(mu_);
+    holds_[key] = core;
+  }
+  void Forget(const std::string& key, const HoldCore* core) {
+    std::shared_ptr<HoldCore> found;  // dropped after the lock
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = holds_.find(key);
+    if (it == holds_.end()) return;
+    found = it->second.lock();
+    if (!found || found.get() == core) holds_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<HoldCore>> holds_;  // GUARDED_BY(mu_)
+};
+
+// Renews TTL leases over one KeepAlive stream per Client. A scheduler thread
+// sends each lease id every ttl/3; a reader thread per stream applies the
+// answers (renewed until, or NOT_FOUND = the lease is gone). A broken or stuck
+// stream is replaced at the next renewal. Threads start with the first lease.
+class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
+ public:
+  explicit KeepAliver(std::shared_ptr<v1::LockService::Stub> stub) : stub_(std::move(stub)) {}
+
+  void Add(const std::string& lease_id, Millis ttl, std::weak_ptr<HoldCore> core);
+  void Remove(const std::string& lease_id);
+  // Stops renewing; joins the threads (detaches them if called on one).
+  void Shutdown();
+
+ private:
+  struct Entry {
+    Millis interval;
+    Millis ttl;
+    Clock::time_point next_due;
+    std::weak_ptr<HoldCore> core;
+  };
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<KeepAliveStreamRW> rw;
+    std::thread reader;
+    std::thread::id reader_id;
+    bool ended = false;                       // GUARDED_BY(KeepAliver::mu_)
+    std::deque<Clock::time_point> inflight;   // GUARDED_BY(KeepAliver::mu_) send times
+  };
+
+  static void Run(std::shared_ptr<KeepAliver> self);
+  static void ReadLoop(std::shared_ptr<KeepAliver> self, std::shared_ptr<Stream> stream);
+  bool OnLibraryThreadLocked() const;
+
+  const std::shared_ptr<v1::LockService::Stub> stub_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Entry> leases_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                    // GUARDED_BY(mu_)
+  std::thread scheduler_;                // GUARDED_BY(mu_)
+  std::thread::id scheduler_id_;         // GUARDED_BY(mu_)
+  std::shared_ptr<Stream> stream_;       // GUARDED_BY(mu_)
+  std::set<std::thread::id> readers_;    // GUARDED_BY(mu_) running reader threads
+};
+
+// One Acquire stream and the state of the hold it represents.
+class HoldCore : public std::enable_shared_from_this<HoldCore> {
+ public:
+  HoldCore(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<KeepAliver> ka,
+           std::shared_ptr<Registry> registry, std::string name, std::string registry_key,
+           Millis ttl, Callback first_on_change)
+      : stub_(std::move(stub)),
+        ka_(std::move(ka)),
+        registry_(std::move(registry)),
+        name_(std::move(name)),
+        registry_key_(std::move(registry_key)),
+        ttl_(ttl) {
+    live_handles_ = 1;  // handle 0, returned by Acquire
+    next_handle_id_ = 1;
+    if (first_on_change) subscribers_[0] = std::move(first_on_change);
+  }
+
+  ~HoldCore() {
+    ctx_.TryCancel();  // no-op once the stream ended
+    Reap(std::move(reader_));
+  }
+
+  // Opens the stream and waits for the grant. OK = granted (the state may
+  // already have moved on, e.g. to kLost).
+  absl::Status Start(const v1::AcquireOpen& open, Millis wait_timeout,
+                     const std::function<void(int64_t)>& on_queued) {
+    rw_ = stub_->Acquire(&ctx_);
+    {
+      v1::AcquireRequest req;
+      *req.mutable_open() = open;
+      std::lock_guard<std::mutex> w(write_mu_);
+      rw_->Write(req);  // a failure shows as the stream's end
+    }
+    std::thread t(&HoldCore::ReadLoop, shared_from_this());
+    std::unique_lock<std::mutex> l(mu_);
+    reader_id_ = t.get_id();
+    reader_ = std::move(t);
+
+    Millis wait = std::max(Millis(0), std::min(wait_timeout, kMaxWaitForDeadline));
+    const Clock::time_point deadline = Clock::now() + wait + kAcquireSlack;
+    bool timed_out = false;
+    for (;;) {
+      while (!queued_.empty()) {
+        int64_t position = queued_.front();
+        queued_.pop_front();
+        if (on_queued) {
+          l.unlock();
+          on_queued(position);
+          l.lock();
+        }
+      }
+      if (phase_ != Phase::kWaiting) break;
+      if (!cv_.wait_until(l, deadline,
+                          [&] { return phase_ != Phase::kWaiting || !queued_.empty(); })) {
+        timed_out = true;
+        break;
+      }
+    }
+    if (timed_out) {
+      std::thread r = std::move(reader_);
+      l.unlock();
+      ctx_.TryCancel();
+      Reap(std::move(r));
+      return absl::DeadlineExceededError(
+          "turnstile client: no answer from the server within wait_timeout + " +
+          std::to_string(kAcquireSlack.count()) + "ms; the wait was cancelled");
+    }
+    if (phase_ == Phase::kFailed) {
+      grpc::Status st = end_status_;
+      std::thread r = std::move(reader_);
+      l.unlock();
+      Reap(std::move(r));  // the stream ended: the thread is finishing
+      if (st.ok()) {
+        return absl::UnknownError("the Acquire stream ended without ACQUIRED and without an error");
+      }
+      return FromGrpc(st);
+    }
+    return absl::OkStatus();
+  }
+
+  // Another handle for a reentrant acquire; -1 if this hold cannot be shared
+  // any more (released, releasing or lost).
+  int TryAddHandle(Callback on_change) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (releasing_ || live_handles_ == 0 ||
+        (phase_ != Phase::kHeld && phase_ != Phase::kSuspended)) {
+      return -1;
+    }
+    int id = next_handle_id_++;
+    ++live_handles_;
+    if (on_change) subscribers_[id] = std::move(on_change);
+    return id;
+  }
+
+  // Releases handle `id`; the hold itself when it is the last. `*final`
+  // receives the status the handle reports from now on.
+  absl::Status ReleaseHandle(int id, LockStatus* final) {
+    std::unique_lock<std::mutex> l(mu_);
+    const bool on_library_thread =
+        std::this_thread::get_id() == reader_id_ ||
+        (delivering_ && deliverer_ == std::this_thread::get_id());
+    --live_handles_;
+    if (live_handles_ > 0) {
+      // Not the last handle: count down only.
+      auto it = subscribers_.find(id);
+      LockStatus st;
+      st.state = LockState::kReleased;
+      st.valid_for = Millis(0);
+      st.message = "this handle was released; " + std::to_string(live_handles_) +
+                   " other handle(s) still hold the lock";
+      if (phase_ == Phase::kLost) st = StatusLocked(Clock::now());
+      *final = st;
+      if (it != subscribers_.end()) {
+        Callback cb = std::move(it->second);
+        subscribers_.erase(it);
+        notes_.push_back(Note{st, {std::move(cb)}});
+        DeliverLocked(l);
+      }
+      return absl::OkStatus();
+    }
+
+    releasing_ = true;
+    absl::Status result = absl::OkStatus();
+    bool cancel = false;
+    const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
+    if (!held || ended_) {
+      // Lost (or the stream is gone): nothing to tell the server. A stream
+      // still open (KeepAlive found the lease gone first) is cancelled.
+      cancel = !ended_;
+    } else {
+      l.unlock();
+      SendReleaseAndClose();
+      l.lock();
+      if (!on_library_thread) {
+        if (!cv_.wait_for(l, kReleaseTimeout, [&] { return ended_; })) {
+          cancel = true;
+          result = absl::DeadlineExceededError(
+              "no RELEASED from the server within " + std::to_string(kReleaseTimeout.count()) +
+              "ms; the stream was cancelled (which releases the lock on a live server)");
+        } else if (!saw_released_ && phase_ != Phase::kLost && !end_status_.ok()) {
+          result = FromGrpc(end_status_);
+        }
+      }
+    }
+    std::thread reader = std::move(reader_);
+    l.unlock();
+    if (cancel) ctx_.TryCancel();
+    // Joining is safe once the stream ended or was cancelled; on a library
+    // thread the reader may be us, or still needed to deliver RELEASED.
+    Reap(std::move(reader), /*may_join=*/!on_library_thread);
+    l.lock();
+    if (!on_library_thread) {
+      cv_.wait_for(l, kReleaseTimeout, [&] { return notes_.empty() && !delivering_; });
+    }
+    if (phase_ == Phase::kLost) {
+      *final = StatusLocked(Clock::now());
+    } else {
+      final->state = LockState::kReleased;
+      final->valid_for = Millis(0);
+      final->lost_reason.clear();
+      final->message = message_.empty() ? "released" : message_;
+    }
+    l.unlock();
+    if (ttl_ > Millis(0) && !lease_id_.empty()) ka_->Remove(lease_id_);
+    if (!registry_key_.empty()) registry_->Forget(registry_key_, this);
+    return result;
+  }
+
+  LockStatus Status() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return StatusLocked(Clock::now());
+  }
+  int live_handles() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return live_handles_;
+  }
+
+  // Set once, before Acquire returns; read-only afterwards.
+  const std::string& lease_id() const { return lease_id_; }
+  uint64_t fencing_token() const { return token_; }
+  const std::string& name() const { return name_; }
+
+  // From the KeepAliver.
+  void OnRenewed(Clock::time_point valid_until) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (valid_until > lease_valid_until_) lease_valid_until_ = valid_until;
+  }
+  void OnLeaseGone(const std::string& message) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (phase_ != Phase::kHeld && phase_ != Phase::kSuspended) return;
+    phase_ = Phase::kLost;
+    lost_reason_ = "LEASE_EXPIRED";
+    message_ = message.empty() ? "KeepAlive: the lease is gone" : "KeepAlive: " + message;
+    NotifyLocked(l);
+  }
+
+ private:
+  enum class Phase { kWaiting, kHeld, kSuspended, kLost, kReleased, kFailed };
+  struct Note {
+    LockStatus status;
+    std::vector<Callback> targets;
+  };
+
+  static void ReadLoop(std::shared_ptr<HoldCore> self) {
+    v1::AcquireEvent ev;
+    while (self->rw_->Read(&ev)) self->OnEvent(ev);
+    grpc::Status st = self->rw_->Finish();
+    self->OnEnd(st);
+  }
+
+  void OnEvent(const v1::AcquireEvent& ev) {
+    std::unique_lock<std::mutex> l(mu_);
+    const Clock::time_point now = Clock::now();
+    const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
+    switch (ev.type()) {
+      case v1::AcquireEvent::QUEUED:
+        if (phase_ != Phase::kWaiting) return;
+        queued_.push_back(ev.queued().position());
+        cv_.notify_all();
+        return;
+      case v1::AcquireEvent::ACQUIRED: {
+        if (phase_ != Phase::kWaiting) return;
+        lease_id_ = ev.acquired().lease_id();
+        token_ = ev.acquired().fencing_token();
+        if (ttl_ > Millis(0)) {
+          Millis valid = ev.acquired().has_valid_for() ? FromDuration(ev.acquired().valid_for()) : ttl_;
+          if (valid <= Millis(0)) valid = ttl_;
+          lease_valid_until_ = now + valid;
+        }
+        phase_ = Phase::kHeld;
+        cv_.notify_all();
+        return;
+      }
+      case v1::AcquireEvent::SUSPENDED:
+        if (!held) return;
+        phase_ = Phase::kSuspended;
+        suspend_deadline_ = now + std::max(Millis(0), FromDuration(ev.suspended().safe_for()));
+        message_ = "the replica lost its ZooKeeper connection";
+        NotifyLocked(l);
+        return;
+      case v1::AcquireEvent::RESUMED:
+        if (phase_ != Phase::kSuspended) return;
+        phase_ = Phase::kHeld;
+        message_ = "the replica's ZooKeeper connection is back";
+        NotifyLocked(l);
+        return;
+      case v1::AcquireEvent::LOST:
+        if (!held) return;
+        phase_ = Phase::kLost;
+        lost_reason_ = v1::Lost::Reason_Name(ev.lost().reason());
+        message_ = ev.lost().message();
+        NotifyLocked(l);
+        return;
+      case v1::AcquireEvent::RELEASED:
+        if (!held) return;
+        phase_ = Phase::kReleased;
+        saw_released_ = true;
+        message_ = "released";
+        NotifyLocked(l);
+        return;
+      default:
+        return;
+    }
+  }
+
+  void OnEnd(const grpc::Status& st) {
+    std::unique_lock<std::mutex> l(mu_);
+    ended_ = true;
+    end_status_ = st;
+    bool lease_done = false;
+    switch (phase_) {
+      case Phase::kWaiting:
+        phase_ = Phase::kFailed;
+        cv_.notify_all();
+        return;
+      case Phase::kHeld:
+      case Phase::kSuspended:
+        if (releasing_) {
+          phase_ = Phase::kReleased;
+          message_ = "the stream ended during release: " + std::string(st.ok() ? "OK" : st.error_message());
+        } else {
+          phase_ = Phase::kLost;
+          lost_reason_ = "CONNECTION";
+          message_ = st.ok() ? "the Acquire stream ended without RELEASED or LOST"
+                             : "the Acquire stream broke: " + st.error_message();
+        }
+        lease_done = true;
+        NotifyLocked(l);
+        break;
+      default:
+        lease_done = true;
+        cv_.notify_all();
+        break;
+    }
+    const bool has_lease = lease_done && ttl_ > Millis(0) && !lease_id_.empty();
+    l.unlock();
+    if (has_lease) ka_->Remove(lease_id_);
+  }
+
+  LockStatus StatusLocked(Clock::time_point now) const {
+    LockStatus s;
+    switch (phase_) {
+      case Phase::kWaiting:
+      case Phase::kHeld: s.state = LockState::kHeld; break;
+      case Phase::kSuspended: s.state = LockState::kSuspended; break;
+      case Phase::kLost: s.state = LockState::kLost; break;
+      case Phase::kReleased:
+      case Phase::kFailed: s.state = LockState::kReleased; break;
+    }
+    s.message = message_;
+    if (s.state == LockState::kLost) s.lost_reason = lost_reason_;
+    if (s.state == LockState::kLost || s.state == LockState::kReleased) {
+      s.valid_for = Millis(0);
+      return s;
+    }
+    std::optional<Clock::time_point> deadline;
+    if (ttl_ > Millis(0)) deadline = lease_valid_until_;
+    if (s.state == LockState::kSuspended) {
+      deadline = deadline ? std::min(*deadline, suspend_deadline_) : suspend_deadline_;
+    }
+    s.valid_for = deadline ? Left(*deadline, now) : Millis::max();
+    return s;
+  }
+
+  // Queues the current status for every subscriber and delivers.
+  void NotifyLocked(std::unique_lock<std::mutex>& l) {
+    cv_.notify_all();
+    Note n{StatusLocked(Clock::now()), {}};
+    for (const auto& [id, cb] : subscribers_) n.targets.push_back(cb);
+    if (n.targets.empty()) return;
+    notes_.push_back(std::move(n));
+    DeliverLocked(l);
+  }
+
+  // One thread at a time delivers queued notes, in order, without the lock.
+  void DeliverLocked(std::unique_lock<std::mutex>& l) {
+    if (delivering_) return;
+    delivering_ = true;
+    deliverer_ = std::this_thread::get_id();
+    while (!notes_.empty()) {
+      Note n = std::move(notes_.front());
+      notes_.pop_front();
+      l.unlock();
+      for (const auto& cb : n.targets) cb(n.status);
+      n.targets.clear();  // drop callback copies outside the lock
+      l.lock();
+    }
+    delivering_ = false;
+    deliverer_ = std::thread::id();
+    cv_.notify_all();
+  }
+
+  void SendReleaseAndClose() {
+    std::lock_guard<std::mutex> w(write_mu_);
+    if (writes_done_) return;
+    writes_done_ = true;
+    v1::AcquireRequest req;
+    req.mutable_release();
+    rw_->Write(req);
+    rw_->WritesDone();
+  }
+
+  const std::shared_ptr<v1::LockService::Stub> stub_;
+  const std::shared_ptr<KeepAliver> ka_;
+  const std::shared_ptr<Registry> registry_;
+  const std::string name_;
+  const std::string registry_key_;  // empty unless reentrant
+  const Millis ttl_;
+
+  grpc::ClientContext ctx_;
+  std::unique_ptr<AcquireStreamRW> rw_;  // set in Start before the reader runs
+  std::mutex write_mu_;
+  bool writes_done_ = false;  // GUARDED_BY(write_mu_)
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread reader_;          // GUARDED_BY(mu_)
+  std::thread::id reader_id_;   // GUARDED_BY(mu_)
+  Phase phase_ = Phase::kWaiting;          // GUARDED_BY(mu_)
+  std::deque<int64_t> queued_;             // GUARDED_BY(mu_) positions for on_queued
+  std::string lease_id_;                   // written once under mu_ before the grant is seen
+  uint64_t token_ = 0;                     // likewise
+  Clock::time_point lease_valid_until_;    // GUARDED_BY(mu_) ttl > 0 only
+  Clock::time_point suspend_deadline_;     // GUARDED_BY(mu_) kSuspended only
+  std::string lost_reason_;                // GUARDED_BY(mu_)
+  std::string message_;                    // GUARDED_BY(mu_)
+  bool ended_ = false;                     // GUARDED_BY(mu_)
+  grpc::Status end_status_;                // GUARDED_BY(mu_)
+  bool saw_released_ = false;              // GUARDED_BY(mu_)
+  bool releasing_ = false;                 // GUARDED_BY(mu_)
+  int live_handles_ = 0;                   // GUARDED_BY(mu_)
+  int next_handle_id_ = 0;                 // GUARDED_BY(mu_)
+  std::map<int, Callback> subscribers_;    // GUARDED_BY(mu_) handle id -> on_change
+  std::deque<Note> notes_;                 // GUARDED_BY(mu_)
+  bool delivering_ = false;                // GUARDED_BY(mu_)
+  std::thread::id deliverer_;              // GUARDED_BY(mu_)
+};
+
+// ---- KeepAliver ----
+
+void KeepAliver::Add(const std::string& lease_id, Millis ttl, std::weak_ptr<HoldCore> core) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (stop_) return;
+  Millis interval = std::max(Millis(1), ttl / 3);
+  leases_[lease_id] = Entry{interval, ttl, Clock::now() + interval, std::move(core)};
+  if (!scheduler_.joinable()) {
+    scheduler_ = std::thread(&KeepAliver::Run, shared_from_this());
+    scheduler_id_ = scheduler_.get_id();
+  }
+  cv_.notify_all();
+}
+
+void KeepAliver::Remove(const std::string& lease_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  leases_.erase(lease_id);
+}
+
+bool KeepAliver::OnLibraryThreadLocked() const {
+  auto me = std::this_thread::get_id();
+  return me == scheduler_id_ || readers_.count(me) > 0;
+}
+
+void KeepAliver::Shutdown() {
+  std::thread t;
+  bool may_join;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+    leases_.clear();
+    if (stream_) stream_->ctx.TryCancel();
+    t = std::move(scheduler_);
+    may_join = !OnLibraryThreadLocked();
+  }
+  cv_.notify_all();
+  // The scheduler joins its stream's reader on the way out.
+  Reap(std::move(t), may_join);
+}
+
+void KeepAliver::Run(std::shared_ptr<KeepAliver> self) {
+  KeepAliver& k = *self;
+  std::unique_lock<std::mutex> l(k.mu_);
+  while (!k.stop_) {
+    if (k.stream_ && k.stream_->ended) {
+      std::shared_ptr<Stream> dead = std::move(k.stream_);
+      l.unlock();
+      Reap(std::move(dead->reader));
+      dead.reset();
+      l.lock();
+      continue;
+    }
+    if (k.leases_.empty()) {
+      k.cv_.wait(l, [&] { return k.stop_ || !k.leases_.empty() || (k.stream_ && k.stream_->ended); });
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    Clock::time_point earliest = Clock::time_point::max();
+    Millis min_ttl = Millis::max();
+    for (const auto& [id, e] : k.leases_) {
+      earliest = std::min(earliest, e.next_due);
+      min_ttl = std::min(min_ttl, e.ttl);
+    }
+    // An answer overdue by a whole TTL (at least 1 s): replace the stream.
+    if (k.stream_ && !k.stream_->inflight.empty() &&
+        now - k.stream_->inflight.front() > std::max(Millis(1000), min_ttl)) {
+      k.stream_->ctx.TryCancel();
+    }
+    if (earliest > now) {
+      k.cv_.wait_until(l, earliest);
+      continue;
+    }
+    // Due: collect the ids, reschedule them.
+    std::vector<v1::KeepAliveRequest> requests;
+    for (auto& [id, e] : k.leases_) {
+      if (e.next_due > now) continue;
+      e.next_due = now + e.interval;
+      if (requests.empty() ||
+          static_cast<size_t>(requests.back().lease_ids_size()) >= kMaxLeasesPerKeepAlive) {
+        requests.emplace_back();
+      }
+      requests.back().add_lease_ids(id);
+    }
+    if (!k.stream_) {
+      auto s = std::make_shared<Stream>();
+      l.unlock();
+      s->rw = k.stub_->KeepAlive(&s->ctx);
+      l.lock();
+      s->reader = std::thread(&KeepAliver::ReadLoop, self, s);
+      s->reader_id = s->reader.get_id();
+      k.readers_.insert(s->reader_id);
+      k.stream_ = s;
+      if (k.stop_) break;
+    }
+    std::shared_ptr<Stream> s = k.stream_;
+    for (const auto& req : requests) {
+      s->inflight.push_back(now);
+      l.unlock();
+      bool ok = s->rw->Write(req);
+      l.lock();
+      if (!ok) {
+        s->ctx.TryCancel();  // the reader sees the end; the next round reopens
+        break;
+      }
+    }
+  }
+  std::shared_ptr<Stream> s = std::move(k.stream_);
+  l.unlock();
+  if (s) {
+    s->ctx.TryCancel();
+    Reap(std::move(s->reader));
+  }
+}
+
+void KeepAliver::ReadLoop(std::shared_ptr<KeepAliver> self, std::shared_ptr<Stream> s) {
+  KeepAliver& k = *self;
+  v1::KeepAliveResponse resp;
+  struct Action {
+    std::shared_ptr<HoldCore> core;
+    bool gone;
+    Clock::time_point valid_until;
+    std::string message;
+  };
+  while (s->rw->Read(&resp)) {
+    std::vector<Action> actions;
+    {
+      std::lock_guard<std::mutex> l(k.mu_);
+      Clock::time_point sent = Clock::now();
+      if (!s->inflight.empty()) {
+        sent = s->inflight.front();
+        s->inflight.pop_front();
+      }
+      for (const auto& ls : resp.leases()) {
+        auto it = k.leases_.find(ls.lease_id());
+        if (it == k.leases_.end()) continue;
+        std::shared_ptr<HoldCore> core = it->second.core.lock();
+        if (!core) {
+          k.leases_.erase(it);
+          continue;
+        }
+        if (ls.code() == static_cast<int32_t>(grpc::StatusCode::OK)) {
+          // Conservative: the validity counts from when the request was sent.
+          actions.push_back(Action{std::move(core), false, sent + FromDuration(ls.valid_for()), ""});
+        } else if (ls.code() == static_cast<int32_t>(grpc::StatusCode::NOT_FOUND)) {
+          k.leases_.erase(it);
+          actions.push_back(Action{std::move(core), true, {}, ls.message()});
+        }
+        // Other codes (UNAVAILABLE, ...): retried at the next renewal.
+      }
+    }
+    for (auto& a : actions) {
+      if (a.gone) {
+        a.core->OnLeaseGone(a.message);
+      } else {
+        a.core->OnRenewed(a.valid_until);
+      }
+    }
+  }
+  s->rw->Finish();
+  std::lock_guard<std::mutex> l(k.mu_);
+  s->ended = true;
+  k.readers_.erase(s->reader_id);
+  k.cv_.notify_all();
+}
+
+}  // namespace
+
+// ---- Client ----
+
+class Client::Impl {
+ public:
+  ~Impl() {
+    if (keepaliver) keepaliver->Shutdown();
+  }
+  ClientOptions options;
+  std::shared_ptr<v1::LockService::Stub> stub;
+  std::shared_ptr<KeepAliver> keepaliver;
+  std::shared_ptr<Registry> registry;
+};
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.target.empty()) return absl::InvalidArgumentError("target: empty");
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (!options.tls_ca_file.empty()) {
+    std::ifstream in(options.tls_ca_file, std::ios::binary);
+    if (!in) {
+      return absl::InvalidArgumentError("tls_ca_file: cannot read " + options.tls_ca_file);
+    }
+    std::stringstream pem;
+    pem << in.rdbuf();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = pem.str();
+    if (ssl.pem_root_certs.empty()) {
+      return absl::InvalidArgumentError("tls_ca_file: " + options.tls_ca_file + " is empty");
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->stub = std::shared_ptr<v1::LockService::Stub>(
+      v1::LockService::NewStub(grpc::CreateChannel(options.target, creds)));
+  impl->keepaliver = std::make_shared<KeepAliver>(impl->stub);
+  impl->registry = std::make_shared<Registry>();
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptions& options) {
+  Impl& im = *impl_;
+  const std::string owner = options.owner.empty() ? im.options.default_owner : options.owner;
+  // Lock names cannot contain NUL (a control character), so the key is unique.
+  const std::string key = options.reentrant ? name + std::string(1, '\0') + owner : "";
+  if (options.reentrant) {
+    if (std::shared_ptr<HoldCore> core = im.registry->Find(key)) {
+      int id = core->TryAddHandle(options.on_change);
+      if (id >= 0) return Lock(std::make_shared<Lock::Hold>(std::move(core), id));
+    }
+  }
+
+  v1::AcquireOpen open;
+  open.set_name(name);
+  open.set_owner(owner);
+  SetDuration(options.wait_timeout, open.mutable_wait_timeout());
+  SetDuration(options.ttl, open.mutable_ttl());
+  open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
+  open.set_kind(v1::LOCK_KIND_EXCLUSIVE);
+
+  auto core = std::make_shared<HoldCore>(im.stub, im.keepaliver, im.registry, name, key,
+                                         options.ttl, options.on_change);
+  absl::Status st = core->Start(open, options.wait_timeout, options.on_queued);
+  if (!st.ok()) return st;
+  if (options.ttl > Millis(0)) im.keepaliver->Add(core->lease_id(), options.ttl, core);
+  if (options.reentrant) im.registry->Put(key, core);
+  return Lock(std::make_shared<Lock::Hold>(std::move(core), 0));
+}
+
+absl::Status Client::Release(const std::string& lease_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::ReleaseRequest req;
+  req.set_lease_id(lease_id);
+  v1::ReleaseResponse resp;
+  return FromGrpc(impl_->stub->Release(&ctx, req, &resp));
+}
+
+// ---- Lock ----
+
+class Lock::Hold {
+ public:
+  Hold(std::shared_ptr<HoldCore> core, int id) : core_(std::move(core)), id_(id) {}
+
+  absl::Status Release() {
+    if (released_.exchange(true)) return absl::OkStatus();
+    LockStatus final;
+    absl::Status st = core_->ReleaseHandle(id_, &final);
+    std::lock_guard<std::mutex> l(mu_);
+    final_ = std::move(final);
+    return st;
+  }
+  LockStatus Status() const {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (final_) {
+        LockStatus s = *final_;
+        s.valid_for = Millis(0);
+        return s;
+      }
+    }
+    return core_->Status();
+  }
+  int HoldCount() const { return released_.load() ? 0 : core_->live_handles(); }
+  const HoldCore& core() const { return *core_; }
+
+ private:
+  const std::shared_ptr<HoldCore> core_;
+  const int id_;
+  std::atomic<bool> released_{false};
+  mutable std::mutex mu_;
+  std::optional<LockStatus> final_;  // GUARDED_BY(mu_) once released
+};
+
+namespace {
+const std::string& EmptyString() {
+  static const std::string* empty = new std::string();
+  return *empty;
+}
+}  // namespace
+
+Lock::Lock(std::shared_ptr<Hold> hold) : hold_(std::move(hold)) {}
+Lock::Lock(Lock&& other) noexcept = default;
+Lock& Lock::operator=(Lock&& other) noexcept {
+  if (this != &other) {
+    if (hold_) hold_->Release().IgnoreError();
+    hold_ = std::move(other.hold_);
+  }
+  return *this;
+}
+Lock::~Lock() {
+  if (hold_) hold_->Release().IgnoreError();
+}
+
+uint64_t Lock::fencing_token() const { return hold_ ? hold_->core().fencing_token() : 0; }
+const std::string& Lock::lease_id() const { return hold_ ? hold_->core().lease_id() : EmptyString(); }
+const std::string& Lock::name() const { return hold_ ? hold_->core().name() : EmptyString(); }
+
+LockStatus Lock::status() const {
+  if (!hold_) {
+    LockStatus s;
+    s.state = LockState::kReleased;
+    s.valid_for = Millis(0);
+    s.message = "moved-from Lock";
+    return s;
+  }
+  return hold_->Status();
+}
+
+int Lock::hold_count() const { return hold_ ? hold_->HoldCount() : 0; }
+
+absl::Status Lock::Release() { return hold_ ? hold_->Release() : absl::OkStatus(); }
+
+}  // namespace turnstile::client

@@ -1,0 +1,143 @@
+// turnstile C++ client library.
+//
+// A Client talks to one turnstile target (a replica address, or a
+// load-balanced name). Client::Acquire returns a held Lock or a status. A Lock
+// is a move-only RAII handle: destroying it (or calling Release) releases the
+// lock. While held it exposes the fencing token and lease id, keeps a TTL
+// lease alive by itself, and tells the caller when the hold is in doubt
+// (SUSPENDED) or gone (LOST) — through a callback and a queryable state that
+// includes how long the hold is still known to be valid.
+//
+// Reentrancy (Curator InterProcessMutex semantics): when `reentrant` is set,
+// acquiring a lock that the same Client already holds under the same owner
+// does not queue behind itself; it returns another handle to the same hold and
+// counts up. The lock is released when the last handle is released.
+// Refinements: both the holding and the reentering Acquire must set
+// `reentrant` (and use the same Client and effective owner); only holds
+// already granted are shared (a concurrent first Acquire queues). The
+// reentering call's wait_timeout/ttl/metadata are ignored; its on_change is
+// added. A released handle reports hold_count() 0 and state kReleased (its
+// on_change gets kReleased); the others keep the hold.
+//
+// Release: sends `release` and waits (at most 10 s, then cancels the stream
+// and returns DEADLINE_EXCEEDED) for RELEASED and the stream's end. After
+// kLost it returns OK without contacting the server and the state stays
+// kLost. Called from inside on_change it does not wait.
+//
+// Thread-safety: Client is thread-safe. A Lock may be used from one thread at
+// a time; its callback runs on a library thread and must not block.
+// on_queued runs on the thread calling Acquire, before Acquire returns.
+// TTL leases are renewed by the Client: destroy Locks before their Client
+// (a Lock that outlives it still works, but its lease is no longer renewed).
+#ifndef TURNSTILE_CLIENT_LIB_CLIENT_H_
+#define TURNSTILE_CLIENT_LIB_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace turnstile::client {
+
+using Millis = std::chrono::milliseconds;
+
+struct ClientOptions {
+  // gRPC target, e.g. "127.0.0.1:7400" or "dns:///turnstile:7400".
+  std::string target = "127.0.0.1:7400";
+  // PEM file with CA certificates: set = TLS, empty = plaintext.
+  std::string tls_ca_file;
+  // Owner recorded on every Acquire unless AcquireOptions.owner is set.
+  std::string default_owner;
+};
+
+enum class LockState {
+  kHeld,       // granted and not in doubt
+  kSuspended,  // the replica lost ZooKeeper: held for at most valid_for()
+  kLost,       // the hold is gone (lost_reason says why); stop using it
+  kReleased,   // released by this handle (or the last reentrant handle)
+};
+const char* LockStateName(LockState s);
+
+struct LockStatus {
+  LockState state = LockState::kHeld;
+  // How long the hold is still known valid from now: for TTL leases the
+  // time to the next required renewal; while suspended the server's safe
+  // time minus what has elapsed; 0 once lost or released. Millis::max()
+  // when the hold has no deadline (no TTL, not suspended).
+  Millis valid_for{0};
+  // For kLost: SESSION_EXPIRED, LEASE_EXPIRED, DELETED, SHUTDOWN,
+  // CONNECTION (the stream to the replica broke).
+  std::string lost_reason;
+  std::string message;
+};
+
+struct AcquireOptions {
+  Millis wait_timeout{0};  // 0 = try once
+  Millis ttl{0};           // 0 = held while connected
+  std::string owner;       // empty = ClientOptions.default_owner
+  std::map<std::string, std::string> metadata;
+  bool reentrant = false;
+  // Called with the queue position while waiting (1 = next in line).
+  std::function<void(int64_t position)> on_queued;
+  // Called on every state change after the grant (kSuspended, kHeld again on
+  // resume, kLost, kReleased).
+  std::function<void(const LockStatus&)> on_change;
+};
+
+class Lock;
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+
+  // Blocks until the lock is held or the wait ends: DEADLINE_EXCEEDED (wait
+  // timeout), FAILED_PRECONDITION (try-once on a held lock), or the server's
+  // error (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
+  absl::StatusOr<Lock> Acquire(const std::string& name, const AcquireOptions& options);
+
+  // Release / KeepAlive by lease id (e.g. a lease handed over by another
+  // process). NOT_FOUND if the lease is gone.
+  absl::Status Release(const std::string& lease_id);
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+class Lock {
+ public:
+  Lock(Lock&&) noexcept;
+  Lock& operator=(Lock&&) noexcept;
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+  ~Lock();  // Release()s
+
+  uint64_t fencing_token() const;
+  const std::string& lease_id() const;
+  const std::string& name() const;
+  LockStatus status() const;
+  // Holds reentrantly by this many handles (1 = not reentered).
+  int hold_count() const;
+  // Releases this handle; the lock itself when it is the last handle. Waits
+  // for the server's RELEASED. Idempotent.
+  absl::Status Release();
+
+  class Hold;
+
+ private:
+  friend class Client;
+  explicit Lock(std::shared_ptr<Hold> hold);
+  std::shared_ptr<Hold> hold_;
+};
+
+}  // namespace turnstile::client
+
+#endif  // TURNSTILE_CLIENT_LIB_CLIENT_H_

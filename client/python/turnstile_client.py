@@ -1,0 +1,452 @@
+"""A small Python client for turnstile (turnstile.v1.LockService).
+
+The protobuf/gRPC modules are generated at build time (CMake target
+`turnstile_python_stubs`) into <build>/python; point this module at that
+directory with the environment variable TURNSTILE_PY_STUBS or the `stubs_dir`
+argument of Client / load_stubs. Needs only Debian's python3-grpcio and
+python3-protobuf.
+
+    from turnstile_client import Client, TurnstileError
+
+    with Client("127.0.0.1:7400") as client:
+        with client.acquire("my-lock", wait_timeout=30, owner="me") as lock:
+            print(lock.fencing_token)   # pass it to the protected resource
+            ...                         # check lock.state if the work is long
+        # released here
+
+Times are in seconds (float). Every failure raises TurnstileError whose
+`code` is the grpc.StatusCode the server (or the client) ended with, e.g.
+FAILED_PRECONDITION for a try-once (wait_timeout=0) on a held lock,
+DEADLINE_EXCEEDED when the wait timeout passed.
+
+A Lock is held while its Acquire stream stays open. A background reader
+thread follows the stream and keeps `lock.state` current:
+  'held'       the lock is held;
+  'suspended'  the replica lost ZooKeeper; the hold is in doubt and certainly
+               safe only until `lock.safe_until` (time.monotonic() seconds);
+  'lost'       the hold is gone without us asking (`lock.lost_reason`:
+               SESSION_EXPIRED, LEASE_EXPIRED, DELETED, SHUTDOWN, or
+               STREAM_BROKEN if the stream itself failed);
+  'released'   released on request.
+With ttl > 0 the lock also renews its lease with KeepAlive (every ttl/3)
+until it is released or lost.
+
+Thread-safety: a Client may be shared by threads; a Lock's methods and
+properties may be used from any thread.
+"""
+
+import datetime
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import grpc
+
+__all__ = [
+    "Client", "Lock", "TurnstileError", "Contender", "Description", "LockNames",
+    "LeaseStatus", "load_stubs",
+]
+
+STUBS_ENV = "TURNSTILE_PY_STUBS"
+
+_pb2 = None
+_pb2_grpc = None
+_load_mu = threading.Lock()
+
+
+def load_stubs(stubs_dir: Optional[str] = None):
+    """Imports the generated turnstile.v1.lock_pb2 / lock_pb2_grpc modules.
+
+    `stubs_dir` (or else $TURNSTILE_PY_STUBS) is the import root that holds
+    turnstile/v1/lock_pb2.py; it is put first on sys.path. Returns
+    (lock_pb2, lock_pb2_grpc). The first successful load wins.
+    """
+    global _pb2, _pb2_grpc
+    with _load_mu:
+        if _pb2 is not None:
+            return _pb2, _pb2_grpc
+        root = stubs_dir or os.environ.get(STUBS_ENV)
+        if root:
+            root = os.path.abspath(root)
+            if root not in sys.path:
+                sys.path.insert(0, root)
+        try:
+            from turnstile.v1 import lock_pb2, lock_pb2_grpc  # noqa: E402
+        except ImportError as e:
+            raise ImportError(
+                "cannot import the generated turnstile.v1 stubs (lock_pb2, "
+                "lock_pb2_grpc): build the CMake target turnstile_python_stubs "
+                "and set %s to <build>/python, or pass stubs_dir= (tried %r)"
+                % (STUBS_ENV, root)) from e
+        _pb2, _pb2_grpc = lock_pb2, lock_pb2_grpc
+        return _pb2, _pb2_grpc
+
+
+class TurnstileError(Exception):
+    """A failed call. `code` is a grpc.StatusCode, `details` the message."""
+
+    def __init__(self, code: grpc.StatusCode, details: str = ""):
+        super().__init__("%s: %s" % (code.name, details))
+        self.code = code
+        self.details = details
+
+    @classmethod
+    def from_rpc(cls, err: grpc.RpcError) -> "TurnstileError":
+        code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+        details = err.details() if hasattr(err, "details") else str(err)
+        return cls(code or grpc.StatusCode.UNKNOWN, details or "")
+
+
+def _duration(seconds: float):
+    from google.protobuf import duration_pb2
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(round(seconds * 1e9)))
+    return d
+
+
+def _seconds(d) -> float:
+    return d.seconds + d.nanos / 1e9
+
+
+_CLOSE = object()  # ends the request iterator: half-closes the stream
+
+WAITING, HELD, SUSPENDED, LOST, RELEASED = "waiting", "held", "suspended", "lost", "released"
+
+
+class Lock:
+    """One Acquire stream. Obtained from Client.acquire(); a context manager
+    that releases on exit."""
+
+    def __init__(self, client: "Client", name: str, open_msg):
+        self._client = client
+        self.name = name
+        self._cond = threading.Condition()
+        self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._state = WAITING          # guarded by _cond
+        self._ended = False            # the stream finished (any status)
+        self._end_code = None          # grpc.StatusCode once ended
+        self._end_details = ""
+        self._releasing = False
+        self.position: Optional[int] = None   # last QUEUED position
+        self.lease_id: Optional[str] = None
+        self.fencing_token: Optional[int] = None
+        self.valid_for: Optional[float] = None
+        self.session_timeout: Optional[float] = None
+        self.safe_until: Optional[float] = None
+        self.lost_reason: Optional[str] = None
+        self.lost_message: str = ""
+        self._ttl = _seconds(open_msg.ttl)
+        self._keepalive: Optional[threading.Thread] = None
+        self._requests.put(client._pb2.AcquireRequest(open=open_msg))
+        self._call = client._stub.Acquire(self._request_iter())
+        self._reader = threading.Thread(
+            target=self._read, name="turnstile-lock-reader", daemon=True)
+        self._reader.start()
+
+    # -- public ------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        with self._cond:
+            return self._state
+
+    @property
+    def held(self) -> bool:
+        """True while the lock is certainly held (state 'held')."""
+        return self.state == HELD
+
+    def wait_for_state(self, *states: str, timeout: Optional[float] = None) -> bool:
+        """Blocks until state is one of `states`; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._state in states, timeout)
+
+    def release(self, timeout: float = 10.0) -> bool:
+        """Releases the lock and waits (up to `timeout`) for RELEASED; if it
+        does not come, cancels the stream (which also deletes the node).
+        Returns False if the hold was already lost, True otherwise.
+        Idempotent."""
+        with self._cond:
+            if self._state == RELEASED:
+                return True
+            if self._state == LOST or self._ended:
+                return False
+            already = self._releasing
+            self._releasing = True
+        if not already:
+            self._requests.put(self._client._pb2.AcquireRequest(
+                release=self._client._pb2.AcquireRelease()))
+        with self._cond:
+            done = self._cond.wait_for(
+                lambda: self._ended or self._state in (RELEASED, LOST), timeout)
+        if not done:
+            self._call.cancel()
+        self._requests.put(_CLOSE)
+        self._reader.join(timeout)
+        with self._cond:
+            if self._state in (HELD, SUSPENDED, WAITING):
+                self._state = RELEASED
+                self._cond.notify_all()
+            return self._state == RELEASED
+
+    def __enter__(self) -> "Lock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return "Lock(name=%r, state=%r, fencing_token=%r, lease_id=%r)" % (
+            self.name, self.state, self.fencing_token, self.lease_id)
+
+    # -- internals -----------------------------------------------------------
+    def _request_iter(self):
+        while True:
+            item = self._requests.get()
+            if item is _CLOSE:
+                return
+            yield item
+
+    def _read(self) -> None:
+        code, details = grpc.StatusCode.OK, ""
+        try:
+            for ev in self._call:
+                self._on_event(ev)
+        except grpc.RpcError as e:
+            code, details = e.code() or grpc.StatusCode.UNKNOWN, e.details() or ""
+        except Exception as e:  # pragma: no cover - defensive
+            code, details = grpc.StatusCode.UNKNOWN, repr(e)
+        finally:
+            self._requests.put(_CLOSE)
+            with self._cond:
+                self._ended = True
+                self._end_code, self._end_details = code, details
+                if self._state in (HELD, SUSPENDED):
+                    if self._releasing:
+                        self._state = RELEASED  # cancelled or half-closed by us
+                    else:
+                        self._state = LOST
+                        self.lost_reason = self.lost_reason or "STREAM_BROKEN"
+                        self.lost_message = self.lost_message or (
+                            "%s: %s" % (code.name, details))
+                self._cond.notify_all()
+
+    def _on_event(self, ev) -> None:
+        pb = self._client._pb2
+        T = pb.AcquireEvent
+        start_keepalive = False
+        with self._cond:
+            if ev.type == T.QUEUED:
+                self.position = ev.queued.position
+            elif ev.type == T.ACQUIRED:
+                a = ev.acquired
+                self.lease_id = a.lease_id
+                self.fencing_token = a.fencing_token
+                self.valid_for = _seconds(a.valid_for) if a.HasField("valid_for") else None
+                self.session_timeout = _seconds(a.session_timeout)
+                self._state = HELD
+                start_keepalive = self._ttl > 0
+            elif ev.type == T.SUSPENDED:
+                if self._state == HELD:
+                    self._state = SUSPENDED
+                self.safe_until = time.monotonic() + _seconds(ev.suspended.safe_for)
+            elif ev.type == T.RESUMED:
+                if self._state == SUSPENDED:
+                    self._state = HELD
+                self.safe_until = None
+            elif ev.type == T.LOST:
+                self._state = LOST
+                self.lost_reason = pb.Lost.Reason.Name(ev.lost.reason)
+                self.lost_message = ev.lost.message
+            elif ev.type == T.RELEASED:
+                self._state = RELEASED
+            self._cond.notify_all()
+        if start_keepalive:
+            self._keepalive = threading.Thread(
+                target=self._renew, name="turnstile-lock-keepalive", daemon=True)
+            self._keepalive.start()
+
+    def _renew(self) -> None:
+        interval = max(self._ttl / 3.0, 0.1)
+        while True:
+            with self._cond:
+                if self._cond.wait_for(
+                        lambda: self._state in (LOST, RELEASED) or self._ended
+                        or self._releasing, interval):
+                    return
+                lease = self.lease_id
+            try:
+                st = self._client.keep_alive([lease], timeout=interval)[0]
+            except TurnstileError:
+                continue  # transient: try again next interval (the server says LOST if it expires)
+            if st.code == grpc.StatusCode.NOT_FOUND:
+                return  # gone; the Acquire stream reports LOST
+
+
+@dataclass
+class Contender:
+    owner: str
+    metadata: Dict[str, str]
+    since: Optional[datetime.datetime]
+    fencing_token: int
+    replica_id: str
+    position: int
+    kind: str
+
+
+@dataclass
+class Description:
+    name: str
+    holders: List[Contender] = field(default_factory=list)
+    waiters: List[Contender] = field(default_factory=list)
+
+
+class LockNames(list):
+    """The names List returned; `truncated` is True when more matched."""
+    truncated: bool = False
+
+
+@dataclass
+class LeaseStatus:
+    lease_id: str
+    code: grpc.StatusCode
+    message: str
+    valid_for: float
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class Client:
+    """A connection to one turnstile replica.
+
+    target: "host:port". stubs_dir: see load_stubs(). credentials: optional
+    grpc.ChannelCredentials (TLS); insecure otherwise. timeout: deadline in
+    seconds for the unary calls (Describe, List, Release, KeepAlive).
+    """
+
+    def __init__(self, target: str, stubs_dir: Optional[str] = None,
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 timeout: float = 10.0, options=None):
+        self._pb2, pb2_grpc = load_stubs(stubs_dir)
+        self.target = target
+        self.timeout = timeout
+        if credentials is not None:
+            self._channel = grpc.secure_channel(target, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(target, options=options)
+        self._stub = pb2_grpc.LockServiceStub(self._channel)
+
+    def close(self) -> None:
+        """Closes the channel; open Acquire streams are cancelled (their
+        locks are released by the server)."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def acquire(self, name: str, wait_timeout: float = 60.0, ttl: float = 0.0,
+                owner: str = "", metadata: Optional[Dict[str, str]] = None,
+                grace: float = 15.0) -> Lock:
+        """Takes the lock `name`, waiting up to `wait_timeout` seconds
+        (0 = try once). ttl > 0: a lease that this Lock renews by itself.
+        Returns a held Lock, or raises TurnstileError with the status code
+        the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
+        DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
+        answer within wait_timeout + grace, the wait is cancelled and
+        DEADLINE_EXCEEDED raised."""
+        pb = self._pb2
+        open_msg = pb.AcquireOpen(
+            name=name, owner=owner, metadata=metadata or {},
+            wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
+            kind=pb.LOCK_KIND_EXCLUSIVE)
+        lock = Lock(self, name, open_msg)
+        deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
+        try:
+            with lock._cond:
+                answered = lock._cond.wait_for(
+                    lambda: lock._state != WAITING or lock._ended,
+                    max(deadline - time.monotonic(), 0.0))
+                state, ended = lock._state, lock._ended
+                code, details = lock._end_code, lock._end_details
+        except BaseException:
+            lock._call.cancel()  # e.g. KeyboardInterrupt: abandon the wait
+            lock._requests.put(_CLOSE)
+            raise
+        if state != WAITING:
+            return lock  # held (or, rarely, already lost again: see lock.state)
+        lock._call.cancel()
+        lock._requests.put(_CLOSE)
+        if not answered:
+            raise TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                 "no answer from %s within %.1fs" % (
+                                     self.target, wait_timeout + grace))
+        if code is None or code == grpc.StatusCode.OK:
+            raise TurnstileError(grpc.StatusCode.UNKNOWN,
+                                 "Acquire stream ended without ACQUIRED")
+        raise TurnstileError(code, details)
+
+    def release(self, lease_id: str) -> bool:
+        """Releases a lease by id (any replica). True if it was released,
+        False if it was already gone (NOT_FOUND)."""
+        try:
+            self._stub.Release(self._pb2.ReleaseRequest(lease_id=lease_id),
+                               timeout=self.timeout)
+            return True
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                return False
+            raise TurnstileError.from_rpc(e) from None
+
+    def keep_alive(self, lease_ids: List[str],
+                   timeout: Optional[float] = None) -> List[LeaseStatus]:
+        """Renews leases (opened with ttl > 0) once; one status per id."""
+        req = self._pb2.KeepAliveRequest(lease_ids=list(lease_ids))
+        call = self._stub.KeepAlive(iter([req]), timeout=timeout or self.timeout)
+        try:
+            resp = next(call)
+        except grpc.RpcError as e:
+            raise TurnstileError.from_rpc(e) from None
+        except StopIteration:
+            raise TurnstileError(grpc.StatusCode.UNKNOWN,
+                                 "KeepAlive ended without a response") from None
+        finally:
+            call.cancel()
+        return [LeaseStatus(s.lease_id, _CODES.get(s.code, grpc.StatusCode.UNKNOWN),
+                            s.message, _seconds(s.valid_for)) for s in resp.leases]
+
+    def describe(self, name: str) -> Optional[Description]:
+        """Holders and waiters of `name` in queue order; None if nobody
+        holds or waits for it."""
+        try:
+            r = self._stub.Describe(self._pb2.DescribeRequest(name=name),
+                                    timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise TurnstileError.from_rpc(e) from None
+        conv = self._contender
+        return Description(r.name, [conv(c) for c in r.holders],
+                           [conv(c) for c in r.waiters])
+
+    def list(self, prefix: str = "", limit: int = 0) -> LockNames:
+        """Names of locks with holders or waiters, in byte order."""
+        try:
+            r = self._stub.List(self._pb2.ListRequest(prefix=prefix, limit=limit),
+                                timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise TurnstileError.from_rpc(e) from None
+        names = LockNames(r.names)
+        names.truncated = r.truncated
+        return names
+
+    def _contender(self, c) -> Contender:
+        since = (c.since.ToDatetime(tzinfo=datetime.timezone.utc)
+                 if c.HasField("since") else None)
+        return Contender(c.owner, dict(c.metadata), since, c.fencing_token,
+                         c.replica_id, c.position, self._pb2.LockKind.Name(c.kind))

@@ -1,0 +1,184 @@
+// The `turnstile` CLI as a user runs it: a real process against an
+// in-process replica on the shared real ZooKeeper.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("cli");
+    replica_ = StartReplica(TestConfig(connect_, root_));
+    ASSERT_TRUE(replica_);
+    stub_ = NewStub(replica_->address());
+    zk_ = std::make_unique<SyncZk>(connect_);
+    char tmpl[] = "/tmp/turnstile-cli-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    (void)std::system(cmd.c_str());
+  }
+  std::vector<std::string> Cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {CLI_PATH, "--server", replica_->address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+
+  std::string connect_, root_, dir_;
+  std::unique_ptr<Replica> replica_;
+  std::unique_ptr<v1::LockService::Stub> stub_;
+  std::unique_ptr<SyncZk> zk_;
+};
+
+TEST_F(CliTest, RunPassesTokenAndLeaseAndReturnsTheCommandsExitCode) {
+  std::string out = dir_ + "/env";
+  auto p = ChildProcess::Spawn(Cli({"run", "job", "--", "/bin/sh", "-c",
+                                    "echo \"$TURNSTILE_LOCK_NAME $TURNSTILE_FENCING_TOKEN "
+                                    "$TURNSTILE_LEASE_ID\" > " + out + "; exit 7"}));
+  ASSERT_TRUE(p);
+  auto code = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 7);
+  std::vector<std::string> parts = absl::StrSplit(ReadFile(out), absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  ASSERT_EQ(parts.size(), 3u) << ReadFile(out);
+  EXPECT_EQ(parts[0], "job");
+  uint64_t token = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(parts[1], &token));
+  EXPECT_GT(token, 0u);
+  auto lease = ParseLeaseId(parts[2]);
+  ASSERT_TRUE(lease.ok()) << parts[2];
+  EXPECT_EQ(lease->lock_name, "job");
+  // Released afterwards.
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("job")).empty(); }, milliseconds(10000)));
+  // A command killed by a signal: 128 + N.
+  auto k = ChildProcess::Spawn(Cli({"run", "job", "--", "/bin/sh", "-c", "kill -9 $$"}));
+  auto kcode = k->Wait(milliseconds(20000));
+  ASSERT_TRUE(kcode);
+  EXPECT_EQ(*kcode, 128 + 9);
+}
+
+TEST_F(CliTest, RunExitsWithNotAcquiredCode) {
+  AcquireStream holder(stub_.get(), OpenMsg("held", milliseconds(10000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  std::string marker = dir_ + "/ran";
+  auto once = ChildProcess::Spawn(Cli({"run", "held", "--timeout", "0", "--", "/bin/sh", "-c", "touch " + marker}));
+  auto code = once->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 75);
+  auto timed = ChildProcess::Spawn(Cli({"run", "held", "--timeout", "300ms", "--", "/bin/sh", "-c", "touch " + marker}));
+  code = timed->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 75);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran without the lock";
+  EXPECT_EQ(zk_->Contenders(LockPath("held")).size(), 1u);
+}
+
+TEST_F(CliTest, RunKillsTheCommandWithinTheGracePeriodWhenTheLockIsLost) {
+  std::string lease_file = dir_ + "/lease";
+  // The command ignores SIGTERM, so only SIGKILL after --grace stops it.
+  auto p = ChildProcess::Spawn(Cli({"run", "lose", "--grace", "1s", "--", "/bin/sh", "-c",
+                                    "echo $TURNSTILE_LEASE_ID > " + lease_file +
+                                        ".tmp; mv " + lease_file + ".tmp " + lease_file +
+                                        "; trap '' TERM; while :; do sleep 0.05; done"}));
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(WaitFor([&] { return access(lease_file.c_str(), F_OK) == 0; }, milliseconds(20000)));
+  std::string lease = ReadFile(lease_file);
+  lease.erase(lease.find_last_not_of("\n") + 1);
+  grpc::ClientContext ctx;
+  v1::ReleaseRequest req;
+  req.set_lease_id(lease);
+  v1::ReleaseResponse resp;
+  ASSERT_TRUE(stub_->Release(&ctx, req, &resp).ok());  // revoke it
+  auto start = std::chrono::steady_clock::now();
+  auto code = p->Wait(milliseconds(15000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 76);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, milliseconds(900));   // SIGTERM was ignored for the grace period
+  EXPECT_LE(took, milliseconds(6000));  // then SIGKILL
+}
+
+TEST_F(CliTest, TwoRunsOnOneLockNeverOverlap) {
+  std::string log = dir_ + "/log";
+  std::string script = "for i in 1 2 3 4 5; do :; done; echo START $$ >> " + log +
+                       "; sleep 0.1; echo END $$ >> " + log;
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  for (int i = 0; i < 4; ++i) {
+    runs.push_back(ChildProcess::Spawn(Cli({"run", "shared", "--", "/bin/sh", "-c", script})));
+  }
+  for (auto& r : runs) {
+    auto code = r->Wait(milliseconds(30000));
+    ASSERT_TRUE(code);
+    EXPECT_EQ(*code, 0);
+  }
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(log), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 8u);
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    ASSERT_EQ(lines[i].rfind("START ", 0), 0u) << lines[i];
+    ASSERT_EQ(lines[i + 1].rfind("END ", 0), 0u) << lines[i + 1];
+    EXPECT_EQ(lines[i].substr(6), lines[i + 1].substr(4)) << "sections interleaved";
+  }
+}
+
+// --output json: every line is one JSON object (checked with Python's json).
+TEST_F(CliTest, JsonOutputParses) {
+  AcquireStream holder(stub_.get(), OpenMsg("json\"lock", milliseconds(10000), "o\"wner"));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  for (std::vector<std::string> args : {std::vector<std::string>{"--output", "json", "describe", "json\"lock"},
+                                        std::vector<std::string>{"--output", "json", "list"},
+                                        std::vector<std::string>{"--output", "json", "acquire", "other", "--hold", "10ms"},
+                                        std::vector<std::string>{"--output", "json", "acquire", "json\"lock", "--wait", "0"}}) {
+    std::string out = dir_ + "/out.json";
+    std::string cmd;
+    for (const auto& a : Cli(args)) cmd += "'" + a + "' ";
+    cmd += "> " + out + " 2>/dev/null; /usr/bin/python3 -c 'import json,sys\n"
+           "lines=[l for l in open(sys.argv[1]) if l.strip()]\nassert lines\n"
+           "[json.loads(l) for l in lines]' " + out;
+    SCOPED_TRACE(cmd);
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << ReadFile(out);
+  }
+  std::string out = dir_ + "/describe.json";
+  std::string cmd;
+  for (const auto& a : Cli({"--output", "json", "describe", "json\"lock"})) cmd += "'" + a + "' ";
+  cmd += "> " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_NE(ReadFile(out).find("\"owner\":\"o\\\"wner\""), std::string::npos) << ReadFile(out);
+}
+
+TEST_F(CliTest, EverySubcommandHasHelp) {
+  for (const char* sub : {"acquire", "run", "describe", "list", "release"}) {
+    std::string cmd = std::string(CLI_PATH) + " " + sub + " --help > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << sub;
+  }
+  EXPECT_EQ(std::system((std::string(CLI_PATH) + " --help > /dev/null").c_str()), 0);
+  EXPECT_NE(std::system((std::string(CLI_PATH) + " nonsense 2> /dev/null").c_str()), 0);
+}
+
+}  // namespace
+}  // namespace turnstile::testing

@@ -1,0 +1,467 @@
+// Tests of the C++ client library (client/lib/client.h) against two
+// in-process replicas on a real ZooKeeper (the shared fixture server). Every
+// wait has a deadline; the only plain sleep is a bounded hold time.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "client/lib/client.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+namespace tc = ::turnstile::client;
+using std::chrono::steady_clock;
+
+// Records on_change calls; waits for one with a deadline. Thread-safe.
+class Changes {
+ public:
+  std::function<void(const tc::LockStatus&)> Callback() {
+    return [this](const tc::LockStatus& s) {
+      std::lock_guard<std::mutex> l(mu_);
+      seen_.push_back(s);
+      cv_.notify_all();
+    };
+  }
+  // The first change to `state` (seen before or within `timeout`).
+  std::optional<tc::LockStatus> Await(tc::LockState state, milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    std::optional<tc::LockStatus> found;
+    cv_.wait_for(l, timeout, [&] {
+      for (const auto& s : seen_) {
+        if (s.state == state) {
+          found = s;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  std::vector<tc::LockStatus> seen() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<tc::LockStatus> seen_;  // GUARDED_BY(mu_)
+};
+
+// Records on_queued positions. Thread-safe.
+class Positions {
+ public:
+  std::function<void(int64_t)> Callback() {
+    return [this](int64_t p) {
+      std::lock_guard<std::mutex> l(mu_);
+      seen_.push_back(p);
+      cv_.notify_all();
+    };
+  }
+  bool AwaitAny(milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, timeout, [&] { return !seen_.empty(); });
+  }
+  std::vector<int64_t> seen() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> seen_;  // GUARDED_BY(mu_)
+};
+
+tc::AcquireOptions Opts(milliseconds wait, const std::string& owner = "",
+                        milliseconds ttl = milliseconds(0)) {
+  tc::AcquireOptions o;
+  o.wait_timeout = wait;
+  o.owner = owner;
+  o.ttl = ttl;
+  return o;
+}
+
+// Waits (bounded) for an async Acquire's result.
+absl::StatusOr<tc::Lock> Get(std::future<absl::StatusOr<tc::Lock>>& f,
+                             milliseconds timeout = milliseconds(20000)) {
+  if (f.wait_for(timeout) != std::future_status::ready) {
+    return absl::DeadlineExceededError("the test's Acquire did not return in time");
+  }
+  return f.get();
+}
+
+class ClientLibTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    zk_connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("clib");
+    r1_ = StartReplica(TestConfig(zk_connect_, root_));
+    r2_ = StartReplica(TestConfig(zk_connect_, root_));
+    ASSERT_TRUE(r1_ && r2_);
+    zk_ = std::make_unique<SyncZk>(zk_connect_);
+    c1_ = Connect(r1_->address());
+    c2_ = Connect(r2_->address());
+    ASSERT_TRUE(c1_ && c2_);
+  }
+
+  static std::unique_ptr<tc::Client> Connect(const std::string& address) {
+    tc::ClientOptions o;
+    o.target = address;
+    o.default_owner = "client-lib-test";
+    auto c = tc::Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+  size_t Contenders(const std::string& name) { return zk_->Contenders(LockPath(name)).size(); }
+  bool ContendersBecome(const std::string& name, size_t n,
+                        milliseconds timeout = milliseconds(15000)) {
+    return WaitFor([&] { return Contenders(name) == n; }, timeout);
+  }
+
+  std::string zk_connect_, root_;
+  std::unique_ptr<Replica> r1_, r2_;
+  std::unique_ptr<SyncZk> zk_;
+  // Declared after the replicas: destroyed (and their locks released) first.
+  std::unique_ptr<tc::Client> c1_, c2_;
+};
+
+// (a) A Lock going out of scope releases: the waiter gets it, and no node is
+// left behind. Release waits for RELEASED, which the server sends after the
+// node is deleted, so the node is gone as soon as the destructor returns.
+TEST_F(ClientLibTest, LockReleasesWhenItGoesOutOfScope) {
+  Positions queued;
+  std::future<absl::StatusOr<tc::Lock>> waiter;
+  uint64_t first_token = 0;
+  {
+    auto held = c1_->Acquire("raii", Opts(milliseconds(5000), "first"));
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_EQ(held->name(), "raii");
+    EXPECT_FALSE(held->lease_id().empty());
+    EXPECT_GT(held->fencing_token(), 0u);
+    EXPECT_EQ(held->hold_count(), 1);
+    tc::LockStatus st = held->status();
+    EXPECT_EQ(st.state, tc::LockState::kHeld);
+    EXPECT_EQ(st.valid_for, tc::Millis::max());  // no TTL, not suspended
+    first_token = held->fencing_token();
+    EXPECT_EQ(Contenders("raii"), 1u);
+
+    waiter = std::async(std::launch::async, [&] {
+      auto o = Opts(milliseconds(5000), "second");
+      o.on_queued = queued.Callback();
+      return c2_->Acquire("raii", o);
+    });
+    ASSERT_TRUE(queued.AwaitAny(milliseconds(10000)));
+
+    // Moving keeps the hold; the moved-from handle releases nothing.
+    tc::Lock moved = std::move(*held);
+    EXPECT_EQ(held->status().state, tc::LockState::kReleased);
+    EXPECT_TRUE(held->Release().ok());
+    EXPECT_EQ(moved.status().state, tc::LockState::kHeld);
+    EXPECT_EQ(moved.fencing_token(), first_token);
+    EXPECT_EQ(Contenders("raii"), 2u);
+  }  // `moved` is destroyed here: released.
+  EXPECT_EQ(Contenders("raii"), 1u);  // only the waiter's node
+
+  auto next = Get(waiter);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->fencing_token(), first_token);
+  EXPECT_EQ(queued.seen().front(), 1);
+  ASSERT_TRUE(next->Release().ok());
+  EXPECT_EQ(next->status().state, tc::LockState::kReleased);
+  EXPECT_EQ(next->status().valid_for, tc::Millis(0));
+  EXPECT_EQ(Contenders("raii"), 0u);
+  EXPECT_TRUE(next->Release().ok());  // idempotent
+}
+
+// (b) A TTL lease is kept alive by the library alone for 4x its TTL.
+TEST_F(ClientLibTest, KeepsTtlLeaseAliveByItself) {
+  Changes changes;
+  auto o = Opts(milliseconds(5000), "ttl-holder", milliseconds(800));
+  o.on_change = changes.Callback();
+  auto held = c1_->Acquire("ttl", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  tc::LockStatus st = held->status();
+  EXPECT_EQ(st.state, tc::LockState::kHeld);
+  EXPECT_GT(st.valid_for, tc::Millis(0));
+  EXPECT_LE(st.valid_for, tc::Millis(800));
+
+  Positions queued;
+  std::atomic<bool> waiter_returned{false};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto wo = Opts(milliseconds(30000), "ttl-waiter");
+    wo.on_queued = queued.Callback();
+    auto r = c2_->Acquire("ttl", wo);
+    waiter_returned = true;
+    return r;
+  });
+  ASSERT_TRUE(queued.AwaitAny(milliseconds(10000)));
+
+  // A plain bounded hold: 4x the TTL, the test does nothing.
+  std::this_thread::sleep_for(milliseconds(3200));
+
+  st = held->status();
+  EXPECT_EQ(st.state, tc::LockState::kHeld) << st.lost_reason << ": " << st.message;
+  EXPECT_GT(st.valid_for, tc::Millis(0));
+  EXPECT_LE(st.valid_for, tc::Millis(800));
+  EXPECT_TRUE(changes.seen().empty()) << "unexpected change to "
+                                      << tc::LockStateName(changes.seen().front().state);
+  EXPECT_FALSE(waiter_returned.load());
+  EXPECT_EQ(Contenders("ttl"), 2u);
+
+  ASSERT_TRUE(held->Release().ok());
+  auto rel = changes.Await(tc::LockState::kReleased, milliseconds(0));  // before Release returned
+  ASSERT_TRUE(rel);
+  EXPECT_EQ(rel->valid_for, tc::Millis(0));
+  auto next = Get(waiter);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GT(next->fencing_token(), held->fencing_token());
+  EXPECT_TRUE(changes.Await(tc::LockState::kLost, milliseconds(0)) == std::nullopt);
+}
+
+// (c1) Revoked by a Release of its lease id through the other replica: LOST,
+// reason DELETED.
+TEST_F(ClientLibTest, ReportsLostWhenLeaseIsReleasedElsewhere) {
+  Changes changes;
+  auto o = Opts(milliseconds(5000), "victim");
+  o.on_change = changes.Callback();
+  auto held = c1_->Acquire("revoke", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const std::string lease = held->lease_id();
+
+  ASSERT_TRUE(c2_->Release(lease).ok());
+  auto lost = changes.Await(tc::LockState::kLost, milliseconds(10000));
+  ASSERT_TRUE(lost) << "no kLost";
+  EXPECT_EQ(lost->lost_reason, "DELETED");
+  EXPECT_EQ(lost->valid_for, tc::Millis(0));
+  tc::LockStatus st = held->status();
+  EXPECT_EQ(st.state, tc::LockState::kLost);
+  EXPECT_EQ(st.lost_reason, "DELETED");
+  EXPECT_EQ(st.valid_for, tc::Millis(0));
+  EXPECT_EQ(held->hold_count(), 1);
+
+  // After LOST, Release is OK without the server and the state stays lost.
+  EXPECT_TRUE(held->Release().ok());
+  EXPECT_EQ(held->status().state, tc::LockState::kLost);
+  EXPECT_EQ(held->status().lost_reason, "DELETED");
+  EXPECT_EQ(changes.seen().size(), 1u);
+  // The lease is gone: a second Release by id is NOT_FOUND.
+  EXPECT_EQ(c2_->Release(lease).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Contenders("revoke"), 0u);
+}
+
+// (c2) The holder's replica dies: LOST (the stream broke), and the lock is
+// free again.
+TEST_F(ClientLibTest, ReportsLostWhenReplicaDies) {
+  auto r3 = StartReplica(TestConfig(zk_connect_, root_));
+  ASSERT_TRUE(r3);
+  auto c3 = Connect(r3->address());
+  ASSERT_TRUE(c3);
+  Changes changes;
+  auto o = Opts(milliseconds(5000), "doomed");
+  o.on_change = changes.Callback();
+  auto held = c3->Acquire("die", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  r3.reset();  // stops at once, no drain
+  auto lost = changes.Await(tc::LockState::kLost, milliseconds(15000));
+  ASSERT_TRUE(lost) << "no kLost";
+  EXPECT_TRUE(lost->lost_reason == "CONNECTION" || lost->lost_reason == "SHUTDOWN" ||
+              lost->lost_reason == "SESSION_EXPIRED")
+      << lost->lost_reason << ": " << lost->message;
+  EXPECT_EQ(held->status().state, tc::LockState::kLost);
+  EXPECT_EQ(held->status().valid_for, tc::Millis(0));
+  RecordProperty("lost_reason", lost->lost_reason);
+  RecordProperty("lost_message", lost->message);
+
+  // Its node went with the replica's session.
+  auto next = c1_->Acquire("die", Opts(milliseconds(15000), "survivor"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(held->Release().ok());
+}
+
+// The replica loses ZooKeeper (its own server, stopped and restarted):
+// kSuspended with a shrinking valid_for, then kHeld again on resume.
+TEST_F(ClientLibTest, ReportsSuspendedAndResumed) {
+  auto server = ZkServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  ReplicaConfig cfg = TestConfig((*server)->ConnectString(), root_);
+  cfg.zk_session_timeout = milliseconds(20000);
+  auto r = StartReplica(cfg);
+  ASSERT_TRUE(r);
+  auto c = Connect(r->address());
+  ASSERT_TRUE(c);
+  Changes changes;
+  auto o = Opts(milliseconds(5000), "suspense");
+  o.on_change = changes.Callback();
+  auto held = c->Acquire("suspend", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  ASSERT_TRUE((*server)->Stop().ok());
+  auto suspended = changes.Await(tc::LockState::kSuspended, milliseconds(20000));
+  ASSERT_TRUE(suspended) << "no kSuspended";
+  EXPECT_GT(suspended->valid_for, tc::Millis(0));
+  EXPECT_LE(suspended->valid_for, tc::Millis(20000));
+  tc::LockStatus st1 = held->status();
+  EXPECT_EQ(st1.state, tc::LockState::kSuspended);
+  std::this_thread::sleep_for(milliseconds(200));  // a bounded pause, not a wait for an event
+  tc::LockStatus st2 = held->status();
+  if (st2.state == tc::LockState::kSuspended) {
+    EXPECT_LE(st2.valid_for, st1.valid_for - tc::Millis(150));
+  }
+
+  ASSERT_TRUE((*server)->Restart().ok());
+  auto resumed = changes.Await(tc::LockState::kHeld, milliseconds(30000));
+  ASSERT_TRUE(resumed) << "no kHeld after the suspension";
+  EXPECT_EQ(resumed->valid_for, tc::Millis::max());
+  EXPECT_EQ(held->status().state, tc::LockState::kHeld);
+  EXPECT_TRUE(changes.Await(tc::LockState::kLost, milliseconds(0)) == std::nullopt);
+  EXPECT_TRUE(held->Release().ok());
+  EXPECT_EQ(held->status().state, tc::LockState::kReleased);
+}
+
+// Release from inside on_change (a library thread) neither deadlocks nor
+// waits for itself.
+TEST_F(ClientLibTest, ReleaseFromInsideCallback) {
+  std::mutex mu;
+  std::condition_variable cv;
+  tc::Lock* target = nullptr;
+  std::optional<absl::Status> released;
+  auto o = Opts(milliseconds(5000), "cb");
+  o.on_change = [&](const tc::LockStatus& s) {
+    if (s.state != tc::LockState::kLost) return;
+    std::lock_guard<std::mutex> l(mu);
+    if (target) released = target->Release();
+    cv.notify_all();
+  };
+  auto held = c1_->Acquire("cb", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    target = &*held;
+  }
+  ASSERT_TRUE(c2_->Release(held->lease_id()).ok());
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_for(l, milliseconds(10000), [&] { return released.has_value(); }));
+  EXPECT_TRUE(released->ok()) << *released;
+  EXPECT_EQ(held->status().state, tc::LockState::kLost);
+}
+
+// (d) Reentrant acquires share one hold: same token and lease, one node;
+// the server-side release happens with the last handle.
+TEST_F(ClientLibTest, ReentrantHandlesShareOneHold) {
+  auto o = Opts(milliseconds(5000), "me");
+  o.reentrant = true;
+  Changes first_changes;
+  auto o1 = o;
+  o1.on_change = first_changes.Callback();
+  auto a = c1_->Acquire("re", o1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = c1_->Acquire("re", o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->fencing_token(), b->fencing_token());
+  EXPECT_EQ(a->lease_id(), b->lease_id());
+  EXPECT_EQ(a->hold_count(), 2);
+  EXPECT_EQ(b->hold_count(), 2);
+  EXPECT_EQ(Contenders("re"), 1u);
+
+  // Another Client (even with the same owner) does not share it.
+  auto other_opts = Opts(milliseconds(0), "me");
+  other_opts.reentrant = true;
+  auto other = c2_->Acquire("re", other_opts);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+
+  // Releasing one handle keeps the hold.
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_EQ(a->status().state, tc::LockState::kReleased);
+  EXPECT_EQ(a->hold_count(), 0);
+  EXPECT_TRUE(first_changes.Await(tc::LockState::kReleased, milliseconds(0)));
+  EXPECT_EQ(b->status().state, tc::LockState::kHeld);
+  EXPECT_EQ(b->hold_count(), 1);
+  EXPECT_EQ(Contenders("re"), 1u);
+  other = c2_->Acquire("re", Opts(milliseconds(0)));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+
+  // Releasing the last handle releases the lock.
+  ASSERT_TRUE(b->Release().ok());
+  EXPECT_EQ(b->status().state, tc::LockState::kReleased);
+  EXPECT_EQ(Contenders("re"), 0u);
+  other = c2_->Acquire("re", Opts(milliseconds(0)));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_GT(other->fencing_token(), a->fencing_token());
+  // c1 no longer holds it: a reentrant try-once there fails (nothing stale).
+  auto again = c1_->Acquire("re", Opts(milliseconds(0), "me"));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+}
+
+// (d) Without `reentrant` the same Client queues behind itself.
+TEST_F(ClientLibTest, NonReentrantAcquireQueuesBehindItself) {
+  auto a = c1_->Acquire("self", Opts(milliseconds(5000), "me"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto start = steady_clock::now();
+  auto b = c1_->Acquire("self", Opts(milliseconds(300), "me"));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kDeadlineExceeded) << b.status();
+  EXPECT_GE(steady_clock::now() - start, milliseconds(300));
+  // A reentrant acquire does not share a hold taken without `reentrant`.
+  auto ro = Opts(milliseconds(300), "me");
+  ro.reentrant = true;
+  auto c = c1_->Acquire("self", ro);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_TRUE(ContendersBecome("self", 1));
+  EXPECT_EQ(a->status().state, tc::LockState::kHeld);
+  EXPECT_EQ(a->hold_count(), 1);
+}
+
+// (e) Failed waits map to the documented codes; on_queued reports position 1
+// for a single waiter, before Acquire returns.
+TEST_F(ClientLibTest, TryOnceAndWaitTimeoutCodes) {
+  auto holder = c1_->Acquire("busy", Opts(milliseconds(5000), "holder"));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+
+  auto once = c2_->Acquire("busy", Opts(milliseconds(0)));
+  EXPECT_EQ(once.status().code(), absl::StatusCode::kFailedPrecondition) << once.status();
+  EXPECT_FALSE(once.status().message().empty());
+
+  Positions queued;
+  auto o = Opts(milliseconds(300));
+  o.on_queued = queued.Callback();
+  auto start = steady_clock::now();
+  auto timed = c2_->Acquire("busy", o);
+  EXPECT_EQ(timed.status().code(), absl::StatusCode::kDeadlineExceeded) << timed.status();
+  EXPECT_GE(steady_clock::now() - start, milliseconds(300));
+  EXPECT_EQ(queued.seen(), std::vector<int64_t>{1});
+  EXPECT_TRUE(ContendersBecome("busy", 1));
+
+  // The server's other errors come through with their code.
+  EXPECT_EQ(c2_->Acquire("", Opts(milliseconds(0))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c2_->Acquire("x", Opts(milliseconds(0), "", milliseconds(100))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c2_->Release("garbage").code(), absl::StatusCode::kInvalidArgument);
+
+  // Nobody listening: UNAVAILABLE.
+  auto nowhere = Connect("127.0.0.1:1");
+  ASSERT_TRUE(nowhere);
+  EXPECT_EQ(nowhere->Acquire("busy", Opts(milliseconds(0))).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  // A free lock is taken by try-once.
+  ASSERT_TRUE(holder->Release().ok());
+  auto free_once = c2_->Acquire("busy", Opts(milliseconds(0)));
+  EXPECT_TRUE(free_once.ok()) << free_once.status();
+}
+
+}  // namespace
+}  // namespace turnstile::testing

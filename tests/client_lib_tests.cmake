@@ -1,0 +1,3 @@
+# Tests of the C++ client library (client/lib) against in-process replicas on
+# the shared ZooKeeper fixture server.
+turnstile_test(client_lib_test turnstile_test_support turnstile::client)

@@ -1,0 +1,332 @@
+// Interop tests of the Python client (client/python/turnstile_client.py)
+// against two in-process replicas on the shared ZooKeeper: Python contenders
+// (client/python/contend.py, child processes run with /usr/bin/python3 on the
+// stubs generated into the build tree) and C++ contenders (raw gRPC Acquire
+// streams) take turns on one lock.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+#ifndef PY_STUBS_DIR
+#error "PY_STUBS_DIR must be defined (tests/python_tests.cmake)"
+#endif
+#ifndef PY_CLIENT_DIR
+#error "PY_CLIENT_DIR must be defined (tests/python_tests.cmake)"
+#endif
+#ifndef PYTHON3_PATH
+#define PYTHON3_PATH "/usr/bin/python3"
+#endif
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+// One line of the shared critical-section log.
+struct Mark {
+  bool enter = false;
+  std::string id;
+  uint64_t token = 0;
+  int64_t ns = 0;  // CLOCK_MONOTONIC
+  std::string line;
+};
+
+int64_t MonotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Appends one line with a single write() on an O_APPEND descriptor, as
+// contend.py does, so lines of concurrent writers never interleave.
+bool AppendLine(int fd, const std::string& kind, const std::string& id, uint64_t token,
+                int64_t ns) {
+  std::string line = absl::StrCat(kind, " ", id, " ", token, " ", ns, "\n");
+  return write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+}
+
+class PythonInteropTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    zk_connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("py");
+    r1_ = StartReplica(TestConfig(zk_connect_, root_));
+    r2_ = StartReplica(TestConfig(zk_connect_, root_));
+    ASSERT_TRUE(r1_ && r2_);
+    s1_ = NewStub(r1_->address());
+    s2_ = NewStub(r2_->address());
+    // ChildProcess::Spawn passes `environ` to the children.
+    setenv("TURNSTILE_PY_STUBS", PY_STUBS_DIR, 1);
+    setenv("PYTHONDONTWRITEBYTECODE", "1", 1);  // no __pycache__ in the source tree
+    setenv("PYTHONUNBUFFERED", "1", 1);
+    static std::atomic<int> n{0};
+    log_path_ = absl::StrCat(::testing::TempDir(), "turnstile-py-interop-", getpid(), "-",
+                             n.fetch_add(1), ".log");
+    unlink(log_path_.c_str());
+  }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      std::cerr << "critical-section log kept at " << log_path_ << "\n";
+    } else {
+      unlink(log_path_.c_str());
+    }
+  }
+
+  std::unique_ptr<ChildProcess> SpawnPython(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {PYTHON3_PATH, std::string(PY_CLIENT_DIR) + "/contend.py"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ChildProcess::Spawn(argv);
+  }
+
+  // Runs `contend.py --probe` and returns its outcome line.
+  std::string Probe(const std::string& address, const std::string& lock, const std::string& wait) {
+    auto child = SpawnPython({"--probe", "--server", address, "--lock", lock, "--wait", wait,
+                              "--id", "py-probe"});
+    if (!child) return "<spawn failed>";
+    std::optional<std::string> line;
+    for (;;) {
+      line = child->ReadLine(milliseconds(60000));
+      if (!line || line->rfind("CODE ", 0) == 0 || line->rfind("ACQUIRED ", 0) == 0) break;
+    }
+    auto rc = child->Wait(milliseconds(30000));
+    EXPECT_EQ(rc, std::optional<int>(0)) << "probe exit status";
+    return line.value_or("<no outcome line>");
+  }
+
+  // True once nobody holds or waits for `lock` (Describe: NOT_FOUND).
+  bool LockBecomesFree(const std::string& lock) {
+    return WaitFor([&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(5000));
+      v1::DescribeRequest req;
+      req.set_name(lock);
+      v1::DescribeResponse resp;
+      return s1_->Describe(&ctx, req, &resp).error_code() == grpc::StatusCode::NOT_FOUND;
+    }, milliseconds(15000));
+  }
+
+  std::vector<Mark> ReadLog() {
+    std::vector<Mark> marks;
+    std::ifstream in(log_path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string kind;
+      Mark m;
+      m.line = line;
+      ls >> kind >> m.id >> m.token >> m.ns;
+      EXPECT_TRUE(ls && (kind == "ENTER" || kind == "EXIT")) << "bad log line: " << line;
+      m.enter = kind == "ENTER";
+      marks.push_back(m);
+    }
+    return marks;
+  }
+
+  std::string zk_connect_, root_, log_path_;
+  std::unique_ptr<Replica> r1_, r2_;
+  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
+};
+
+// Must-show: a Python client and a C++ client contend for one lock and never
+// overlap, with increasing fencing tokens. Two Python processes (one per
+// replica) and two C++ threads (one per replica), 25 rounds each, log their
+// critical sections with CLOCK_MONOTONIC times into one file.
+TEST_F(PythonInteropTest, PythonAndCppContendersNeverOverlapAndTokensIncrease) {
+  constexpr int kRounds = 25;
+  const std::string lock = "interop";
+  const std::vector<std::string> py_ids = {"py1", "py2"};
+  const std::vector<std::string> cpp_ids = {"cpp1", "cpp2"};
+
+  std::vector<std::unique_ptr<ChildProcess>> pys;
+  for (size_t i = 0; i < py_ids.size(); ++i) {
+    const std::string& address = (i % 2 == 0) ? r1_->address() : r2_->address();
+    pys.push_back(SpawnPython({"--server", address, "--lock", lock, "--rounds",
+                               std::to_string(kRounds), "--log", log_path_, "--id", py_ids[i]}));
+    ASSERT_TRUE(pys.back()) << "cannot spawn " << py_ids[i];
+  }
+  // Start the C++ contenders once both Python ones are up (imports done),
+  // so all four really contend.
+  for (size_t i = 0; i < pys.size(); ++i) {
+    ASSERT_TRUE(pys[i]->AwaitLine("READY", milliseconds(60000))) << py_ids[i] << " never ready";
+  }
+
+  std::atomic<int> cpp_failures{0};
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < cpp_ids.size(); ++c) {
+    threads.emplace_back([&, c] {
+      v1::LockService::Stub* stub = (c % 2 == 0) ? s2_.get() : s1_.get();
+      const std::string& id = cpp_ids[c];
+      int fd = open(log_path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        ++cpp_failures;
+        ADD_FAILURE() << "cannot open " << log_path_;
+        return;
+      }
+      std::mt19937 rng(static_cast<unsigned>(c) + 1);
+      std::uniform_int_distribution<int> hold_us(1000, 5000);
+      for (int i = 0; i < kRounds; ++i) {
+        AcquireStream s(stub, OpenMsg(lock, milliseconds(60000), id));
+        auto ev = s.Await(AcquireEvent::ACQUIRED, milliseconds(90000));
+        if (!ev) {
+          ++cpp_failures;
+          ADD_FAILURE() << id << " round " << i << ": not acquired";
+          break;
+        }
+        const uint64_t token = ev->acquired().fencing_token();
+        bool ok = AppendLine(fd, "ENTER", id, token, MonotonicNs());
+        std::this_thread::sleep_for(std::chrono::microseconds(hold_us(rng)));  // the critical section
+        ok = AppendLine(fd, "EXIT", id, token, MonotonicNs()) && ok;
+        s.SendRelease();
+        if (!ok || !s.Await(AcquireEvent::RELEASED, milliseconds(30000))) {
+          ++cpp_failures;
+          ADD_FAILURE() << id << " round " << i << ": log write or release failed";
+          break;
+        }
+      }
+      close(fd);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < pys.size(); ++i) {
+    EXPECT_TRUE(pys[i]->AwaitLine("DONE", milliseconds(120000))) << py_ids[i] << " did not finish";
+    EXPECT_EQ(pys[i]->Wait(milliseconds(30000)), std::optional<int>(0))
+        << py_ids[i] << " exit status";
+  }
+  EXPECT_EQ(cpp_failures.load(), 0);
+
+  std::vector<Mark> marks = ReadLog();
+  const size_t contenders = py_ids.size() + cpp_ids.size();
+  ASSERT_EQ(marks.size(), 2 * contenders * kRounds) << "log lines";
+  std::stable_sort(marks.begin(), marks.end(),
+                   [](const Mark& a, const Mark& b) { return a.ns < b.ns; });
+
+  // Critical sections never overlap: ENTER, then the EXIT of the same
+  // contender and token, before anybody's next ENTER.
+  auto context = [&](size_t i) {
+    std::vector<std::string> lines;
+    for (size_t k = (i >= 3 ? i - 3 : 0); k < std::min(marks.size(), i + 4); ++k) {
+      lines.push_back(absl::StrCat(k == i ? "> " : "  ", marks[k].line));
+    }
+    return absl::StrJoin(lines, "\n");
+  };
+  for (size_t i = 0; i + 1 < marks.size(); i += 2) {
+    ASSERT_TRUE(marks[i].enter) << "expected ENTER at " << i << ":\n" << context(i);
+    ASSERT_FALSE(marks[i + 1].enter) << "overlapping critical sections at " << i + 1 << ":\n"
+                                     << context(i + 1);
+    ASSERT_EQ(marks[i + 1].id, marks[i].id) << "overlap at " << i + 1 << ":\n" << context(i + 1);
+    ASSERT_EQ(marks[i + 1].token, marks[i].token) << context(i + 1);
+  }
+
+  // Fencing tokens strictly increase in ENTER order; everyone took part.
+  std::map<std::string, int> rounds_of;
+  std::set<std::string> py_set(py_ids.begin(), py_ids.end());
+  int py_to_cpp = 0, cpp_to_py = 0;
+  const Mark* prev = nullptr;
+  for (const Mark& m : marks) {
+    if (!m.enter) continue;
+    ++rounds_of[m.id];
+    if (prev) {
+      ASSERT_LT(prev->token, m.token) << "token went back: " << prev->line << " -> " << m.line;
+      bool prev_py = py_set.count(prev->id) > 0, cur_py = py_set.count(m.id) > 0;
+      if (prev_py && !cur_py) ++py_to_cpp;
+      if (!prev_py && cur_py) ++cpp_to_py;
+    }
+    prev = &m;
+  }
+  for (const auto& id : py_ids) EXPECT_EQ(rounds_of[id], kRounds) << id;
+  for (const auto& id : cpp_ids) EXPECT_EQ(rounds_of[id], kRounds) << id;
+  // They really took turns: the lock passed between the languages.
+  EXPECT_GT(py_to_cpp, 0);
+  EXPECT_GT(cpp_to_py, 0);
+  EXPECT_TRUE(LockBecomesFree(lock));
+}
+
+// The Python client reports the documented codes of a failed wait on a lock
+// held by a C++ client (try-once: FAILED_PRECONDITION; wait timeout:
+// DEADLINE_EXCEEDED), and takes the lock, with a larger token, once free.
+TEST_F(PythonInteropTest, PythonTryOnceOnLockHeldByCppFailsWithFailedPrecondition) {
+  const std::string lock = "held-by-cpp";
+  auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg(lock, milliseconds(30000), "cpp"));
+  auto acq = holder->Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  const uint64_t cpp_token = acq->acquired().fencing_token();
+
+  EXPECT_EQ(Probe(r2_->address(), lock, "0"), "CODE FAILED_PRECONDITION");
+  EXPECT_EQ(Probe(r1_->address(), lock, "0"), "CODE FAILED_PRECONDITION");
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Probe(r2_->address(), lock, "0.3"), "CODE DEADLINE_EXCEEDED");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(300));
+  // The C++ holder was not disturbed.
+  EXPECT_FALSE(holder->Next(milliseconds(0)).has_value());
+
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  std::string got = Probe(r2_->address(), lock, "0");
+  ASSERT_EQ(got.rfind("ACQUIRED ", 0), 0u) << got;
+  EXPECT_GT(std::stoull(got.substr(9)), cpp_token);
+  EXPECT_TRUE(LockBecomesFree(lock));
+}
+
+// The rest of the Python module's API: describe, list, release by lease id
+// through the other replica (the holder's Lock sees 'lost'/DELETED), and a
+// context-managed acquire/release.
+TEST_F(PythonInteropTest, PythonClientDescribeListAndReleaseByLeaseId) {
+  const std::string script = R"PY(
+import sys
+from turnstile_client import Client, TurnstileError
+a, b = Client(sys.argv[1]), Client(sys.argv[2])
+lock = a.acquire("api/one", wait_timeout=10, owner="py-api", metadata={"k": "v"})
+assert lock.state == "held" and lock.fencing_token > 0 and lock.lease_id, lock
+d = b.describe("api/one")
+assert d is not None and len(d.holders) == 1 and not d.waiters, d
+h = d.holders[0]
+assert (h.owner, h.metadata, h.fencing_token, h.position) == ("py-api", {"k": "v"}, lock.fencing_token, 1), h
+assert b.list("api/") == ["api/one"], b.list("api/")
+assert b.describe("api/none") is None
+try:
+    b.acquire("api/one", wait_timeout=0)
+    raise SystemExit("try-once on a held lock succeeded")
+except TurnstileError as e:
+    assert e.code.name == "FAILED_PRECONDITION", e
+assert b.release(lock.lease_id) is True
+assert lock.wait_for_state("lost", timeout=10), lock
+assert lock.lost_reason == "DELETED", lock.lost_reason
+assert lock.release() is False
+assert b.release(lock.lease_id) is False
+with b.acquire("api/one", wait_timeout=10) as again:
+    assert again.fencing_token > lock.fencing_token
+assert again.state == "released", again
+assert b.list("api/") == []
+print("OK", flush=True)
+)PY";
+  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
+                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                    "exec(sys.argv.pop(1))",
+                                    script, r1_->address(), r2_->address()});
+  ASSERT_TRUE(child);
+  auto line = child->ReadLine(milliseconds(60000));
+  EXPECT_EQ(line, std::optional<std::string>("OK"));
+  EXPECT_EQ(child->Wait(milliseconds(30000)), std::optional<int>(0));
+}
+
+}  // namespace
+}  // namespace turnstile::testing
