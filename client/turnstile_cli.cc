@@ -32,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bench/bench.h"
+#include "client/json_quote.h"
 #include "client/lib/client.h"
 #include "server/flags.h"
 #include "turnstile/v1/lock.grpc.pb.h"
@@ -42,6 +43,7 @@ extern char** environ;
 namespace {
 
 using turnstile::FlagSet;
+using turnstile::JsonQuote;
 using turnstile::client::AcquireOptions;
 using turnstile::client::Client;
 using turnstile::client::LockState;
@@ -70,28 +72,6 @@ void RegisterGlobals(FlagSet* f, Globals* g) {
   f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list and release");
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void PrintLine(const std::string& s) {
   std::fputs(s.c_str(), stdout);
   std::fputc('\n', stdout);
@@ -100,8 +80,8 @@ void PrintLine(const std::string& s) {
 
 int ReportError(const Globals& g, const absl::Status& s) {
   if (g.json()) {
-    PrintLine(absl::StrCat("{\"error\":", JsonString(absl::StatusCodeToString(s.code())),
-                           ",\"message\":", JsonString(std::string(s.message())), "}"));
+    PrintLine(absl::StrCat("{\"error\":", JsonQuote(absl::StatusCodeToString(s.code())),
+                           ",\"message\":", JsonQuote(std::string(s.message())), "}"));
   } else {
     std::fprintf(stderr, "turnstile: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
                  std::string(s.message()).c_str());
@@ -194,10 +174,10 @@ struct LockWatch {
 };
 
 std::string StatusJson(const std::string& event, const LockStatus& s) {
-  std::string out = absl::StrCat("{\"event\":", JsonString(event), ",\"state\":",
-                                 JsonString(turnstile::client::LockStateName(s.state)));
-  if (!s.lost_reason.empty()) absl::StrAppend(&out, ",\"reason\":", JsonString(s.lost_reason));
-  if (!s.message.empty()) absl::StrAppend(&out, ",\"message\":", JsonString(s.message));
+  std::string out = absl::StrCat("{\"event\":", JsonQuote(event), ",\"state\":",
+                                 JsonQuote(turnstile::client::LockStateName(s.state)));
+  if (!s.lost_reason.empty()) absl::StrAppend(&out, ",\"reason\":", JsonQuote(s.lost_reason));
+  if (!s.message.empty()) absl::StrAppend(&out, ",\"message\":", JsonQuote(s.message));
   return out + "}";
 }
 
@@ -249,9 +229,9 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   if (tty) std::fputs("\r\033[K", stderr);
   if (!lock.ok()) return ReportError(g, lock.status());
   if (g.json()) {
-    PrintLine(absl::StrCat("{\"event\":\"acquired\",\"name\":", JsonString((*args)[0]),
+    PrintLine(absl::StrCat("{\"event\":\"acquired\",\"name\":", JsonQuote((*args)[0]),
                            ",\"fencing_token\":", lock->fencing_token(),
-                           ",\"lease_id\":", JsonString(lock->lease_id()), "}"));
+                           ",\"lease_id\":", JsonQuote(lock->lease_id()), "}"));
   } else {
     PrintLine(absl::StrCat("ACQUIRED fencing_token=", lock->fencing_token(),
                            " lease_id=", lock->lease_id()));
@@ -355,9 +335,9 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     return 127;
   }
   if (g.json()) {
-    PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonString(name),
+    PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonQuote(name),
                            ",\"fencing_token\":", lock->fencing_token(),
-                           ",\"lease_id\":", JsonString(lock->lease_id()), ",\"pid\":", child, "}"));
+                           ",\"lease_id\":", JsonQuote(lock->lease_id()), ",\"pid\":", child, "}"));
   }
 
   // One thread reaps the child; this thread reacts to loss and signals.
@@ -448,19 +428,19 @@ int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
       std::string meta = "{";
       for (const auto& [k, v] : c.metadata()) {
         if (meta.size() > 1) meta += ",";
-        absl::StrAppend(&meta, JsonString(k), ":", JsonString(v));
+        absl::StrAppend(&meta, JsonQuote(k), ":", JsonQuote(v));
       }
       meta += "}";
-      return absl::StrCat("{\"role\":", JsonString(role), ",\"position\":", c.position(),
-                          ",\"owner\":", JsonString(c.owner()), ",\"fencing_token\":",
-                          c.fencing_token(), ",\"replica_id\":", JsonString(c.replica_id()),
+      return absl::StrCat("{\"role\":", JsonQuote(role), ",\"position\":", c.position(),
+                          ",\"owner\":", JsonQuote(c.owner()), ",\"fencing_token\":",
+                          c.fencing_token(), ",\"replica_id\":", JsonQuote(c.replica_id()),
                           ",\"since_unix\":", c.since().seconds(), ",\"metadata\":", meta, "}");
     }
     return absl::StrCat(role, " position=", c.position(), " owner=", c.owner(),
                         " fencing_token=", c.fencing_token(), " replica=", c.replica_id());
   };
   if (g.json()) {
-    std::string out = absl::StrCat("{\"name\":", JsonString(resp.name()), ",\"contenders\":[");
+    std::string out = absl::StrCat("{\"name\":", JsonQuote(resp.name()), ",\"contenders\":[");
     bool first = true;
     for (const auto& c : resp.holders()) {
       absl::StrAppend(&out, first ? "" : ",", one(c, "holder"));
@@ -491,7 +471,7 @@ int CmdList(const Globals& g, const std::vector<std::string>& args) {
   if (g.json()) {
     std::string out = "{\"names\":[";
     for (int i = 0; i < resp.names_size(); ++i) {
-      absl::StrAppend(&out, i ? "," : "", JsonString(resp.names(i)));
+      absl::StrAppend(&out, i ? "," : "", JsonQuote(resp.names(i)));
     }
     PrintLine(absl::StrCat(out, "],\"truncated\":", resp.truncated() ? "true" : "false", "}"));
   } else {

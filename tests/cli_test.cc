@@ -27,6 +27,24 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// The first descendant of `pid` whose command name is `comm` (from /proc).
+pid_t FindDescendant(pid_t pid, const std::string& comm) {
+  std::vector<pid_t> frontier = {pid};
+  while (!frontier.empty()) {
+    pid_t p = frontier.back();
+    frontier.pop_back();
+    std::string children = ReadFile("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children");
+    for (absl::string_view c : absl::StrSplit(children, ' ', absl::SkipEmpty())) {
+      pid_t child = 0;
+      if (!absl::SimpleAtoi(c, &child)) continue;
+      std::string name = ReadFile("/proc/" + std::to_string(child) + "/comm");
+      if (name.substr(0, name.find('\n')) == comm) return child;
+      frontier.push_back(child);
+    }
+  }
+  return -1;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -178,6 +196,49 @@ TEST_F(CliTest, EverySubcommandHasHelp) {
   }
   EXPECT_EQ(std::system((std::string(CLI_PATH) + " --help > /dev/null").c_str()), 0);
   EXPECT_NE(std::system((std::string(CLI_PATH) + " nonsense 2> /dev/null").c_str()), 0);
+}
+
+// `acquire` on a terminal shows the live queue position while it waits,
+// prints the fencing token once granted, and releases on Ctrl-C (SIGINT).
+// `script` (util-linux) gives the CLI a pseudo-terminal.
+TEST_F(CliTest, AcquireShowsLivePositionOnATerminalAndReleasesOnInterrupt) {
+  AcquireStream first(stub_.get(), OpenMsg("tty", milliseconds(10000)));
+  ASSERT_TRUE(first.Await(AcquireEvent::ACQUIRED));
+  AcquireStream second(stub_.get(), OpenMsg("tty", milliseconds(10000)));
+  ASSERT_TRUE(second.Next());
+  std::string cli;
+  for (const auto& a : Cli({"acquire", "tty"})) cli += "'" + a + "' ";
+  auto p = ChildProcess::Spawn({"/usr/bin/script", "-qfec", cli, "/dev/null"});
+  ASSERT_TRUE(p);
+  // Two ahead (the holder and the other waiter), then one.
+  std::string seen;
+  ASSERT_TRUE(WaitFor([&] {
+    seen += p->ReadSome(milliseconds(50));
+    return seen.find("2 ahead") != std::string::npos;
+  }, milliseconds(15000))) << seen;
+  first.SendRelease();
+  ASSERT_TRUE(first.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(second.Await(AcquireEvent::ACQUIRED));
+  second.SendRelease();
+  ASSERT_TRUE(WaitFor([&] {
+    seen += p->ReadSome(milliseconds(50));
+    return seen.find("ACQUIRED fencing_token=") != std::string::npos;
+  }, milliseconds(15000))) << seen;
+  EXPECT_NE(seen.find("1 ahead"), std::string::npos) << seen;
+  auto nodes = zk_->Contenders(LockPath("tty"));
+  ASSERT_EQ(nodes.size(), 1u);
+  // Ctrl-C: SIGINT to the CLI, which runs in `script`'s own session.
+  pid_t cli_pid = FindDescendant(p->pid(), "turnstile");
+  ASSERT_GT(cli_pid, 0);
+  kill(cli_pid, SIGINT);
+  ASSERT_TRUE(WaitFor([&] {
+    seen += p->ReadSome(milliseconds(50));
+    return seen.find("RELEASED") != std::string::npos;
+  }, milliseconds(15000))) << seen;
+  auto code = p->Wait(milliseconds(10000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0) << seen;
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("tty")).empty(); }, milliseconds(10000)));
 }
 
 }  // namespace

@@ -342,6 +342,18 @@ std::optional<std::string> ChildProcess::ReadLine(milliseconds timeout) {
   }
 }
 
+std::string ChildProcess::ReadSome(milliseconds timeout) {
+  pollfd p{out_fd_, POLLIN, 0};
+  if (buffer_.empty() && poll(&p, 1, static_cast<int>(timeout.count())) > 0) {
+    char buf[4096];
+    ssize_t r = read(out_fd_, buf, sizeof(buf));
+    if (r > 0) buffer_.append(buf, static_cast<size_t>(r));
+  }
+  std::string out;
+  out.swap(buffer_);
+  return out;
+}
+
 std::optional<std::string> ChildProcess::AwaitLine(const std::string& prefix, milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

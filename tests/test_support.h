@@ -123,6 +123,8 @@ class ChildProcess {
   ~ChildProcess();
   // The next stdout line, or nullopt if none within `timeout` (or EOF).
   std::optional<std::string> ReadLine(milliseconds timeout);
+  // Whatever output arrives within `timeout`, partial lines included.
+  std::string ReadSome(milliseconds timeout);
   // Reads lines until one starts with `prefix`.
   std::optional<std::string> AwaitLine(const std::string& prefix, milliseconds timeout);
   void Signal(int sig);

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "client/json_quote.h"
 #include <vector>
 
 #include "server/zk_session.h"
@@ -187,7 +189,6 @@ class Json {
   void Key(const std::string& key);
   std::string body_;
 };
-std::string JsonQuote(const std::string& s);
 
 }  // namespace turnstile::bench
 

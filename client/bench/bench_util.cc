@@ -210,28 +210,6 @@ ZkCounters CounterDelta(const Mntr& before, const Mntr& after) {
 
 // --- JSON ---------------------------------------------------------------------
 
-std::string JsonQuote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void Json::Key(const std::string& key) {
   if (!body_.empty()) body_ += ",";
   body_ += JsonQuote(key) + ":";
