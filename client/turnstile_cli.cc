@@ -218,6 +218,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   };
   o.on_change = [&](const LockStatus& s) {
     watch.OnChange(s);
+    if (s.state == LockState::kReleased) return;  // reported once, below
     if (g.json()) {
       PrintLine(StatusJson("state", s));
     } else {
