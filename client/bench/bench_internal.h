@@ -64,6 +64,10 @@ using Mntr = std::map<std::string, std::string>;
 bool ReadMntr(const std::string& zk_connect, Mntr* out, std::string* error);
 // A numeric mntr value (0 if absent or not a number).
 double MntrValue(const Mntr& m, const std::string& key);
+// Polls `mntr` until `key` reaches `at_least` or `deadline` passes; *out
+// holds the last reading either way. False only if mntr cannot be read.
+bool ReadMntrWhen(const std::string& zk_connect, const std::string& key, double at_least,
+                  std::chrono::steady_clock::time_point deadline, Mntr* out, std::string* error);
 
 // The counters W4 reads, as deltas between two mntr snapshots.
 struct ZkCounters {

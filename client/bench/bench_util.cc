@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "client/bench/bench_internal.h"
 
@@ -196,6 +197,15 @@ double MntrValue(const Mntr& m, const std::string& key) {
   char* end = nullptr;
   double v = std::strtod(it->second.c_str(), &end);
   return end == it->second.c_str() ? 0 : v;
+}
+
+bool ReadMntrWhen(const std::string& zk_connect, const std::string& key, double at_least,
+                  std::chrono::steady_clock::time_point deadline, Mntr* out, std::string* error) {
+  for (;;) {
+    if (!ReadMntr(zk_connect, out, error)) return false;
+    if (MntrValue(*out, key) >= at_least || std::chrono::steady_clock::now() >= deadline) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 ZkCounters CounterDelta(const Mntr& before, const Mntr& after) {

@@ -590,8 +590,6 @@ HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
     }
     std::this_thread::sleep_for(Millis(20));
   }
-  std::this_thread::sleep_for(Millis(100));
-  if (!ReadMntr(o.zk, &before, &mntr_error)) return abort_run("mntr: " + mntr_error);
 
   {
     std::lock_guard<std::mutex> l(s->mu);
@@ -610,9 +608,13 @@ HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
       return abort_run(why);
     }
   }
-  // Let the last notifications land before reading the counters.
-  std::this_thread::sleep_for(Millis(200));
-  if (!ReadMntr(o.zk, &after, &mntr_error)) return abort_run("mntr: " + mntr_error);
+  // Read the counters once the last handoffs' notifications have landed
+  // (one per handoff), or after a bounded wait.
+  if (!ReadMntrWhen(o.zk, "zk_sum_node_deleted_watch_count",
+                    MntrValue(before, "zk_sum_node_deleted_watch_count") + n,
+                    Clock::now() + Millis(5000), &after, &mntr_error)) {
+    return abort_run("mntr: " + mntr_error);
+  }
   if (!s->tracker.WaitIdle(Clock::now() + Millis(10000))) {
     return abort_run("streams did not end");
   }

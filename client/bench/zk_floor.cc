@@ -505,7 +505,6 @@ HerdResult Floor::Chain(const std::string& tag, int n) {
 
   Mntr before, after;
   std::string mntr_error;
-  std::this_thread::sleep_for(Millis(100));
   if (!ReadMntr(zk_connect_, &before, &mntr_error)) {
     r.error = "mntr: " + mntr_error;
     return r;
@@ -515,8 +514,10 @@ HerdResult Floor::Chain(const std::string& tag, int n) {
     r.error = s->first_error.empty() ? "the chain did not drain in time" : s->first_error;
     return r;
   }
-  std::this_thread::sleep_for(Millis(200));
-  if (!ReadMntr(zk_connect_, &after, &mntr_error)) {
+  if (!ReadMntrWhen(zk_connect_, "zk_sum_node_deleted_watch_count",
+                    MntrValue(before, "zk_sum_node_deleted_watch_count") +
+                        static_cast<double>(nodes - 1),
+                    std::chrono::steady_clock::now() + Millis(5000), &after, &mntr_error)) {
     r.error = "mntr: " + mntr_error;
     return r;
   }
