@@ -48,6 +48,18 @@ const char* LostReasonName(LostReason r) {
   return "?";
 }
 
+const char* AcquireResultName(AcquireResult r) {
+  switch (r) {
+    case AcquireResult::kAcquired: return "acquired";
+    case AcquireResult::kTimeout: return "timeout";
+    case AcquireResult::kBusy: return "busy";
+    case AcquireResult::kCancelled: return "cancelled";
+    case AcquireResult::kFailed: return "failed";
+    case AcquireResult::kCount: break;
+  }
+  return "?";
+}
+
 struct LockEngine::Contender {
   uint64_t id = 0;
   AcquireParams params;
@@ -78,6 +90,12 @@ struct LockEngine::Contender {
   TimerQueue::TimerId wait_timer = 0;
   TimerQueue::TimerId ttl_timer = 0;
   Clock::time_point ttl_deadline;
+
+  // Metrics.
+  Clock::time_point opened_at = Clock::now();
+  Clock::time_point granted_at;
+  bool wait_noted = false;
+  bool hold_open = false;
 
   std::string path() const { return lock_path + "/" + node; }
   bool waiting() const {
@@ -842,10 +860,13 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
       affected.push_back(c);
     }
   }
+  const bool top = !handoff_from_;
+  if (top) handoff_from_ = Clock::now();
   for (Contender* c : affected) {
     if (c->watching == node) c->watching.clear();
     if (c->state == State::kWaiting) Advance(c);
   }
+  if (top) handoff_from_.reset();
 }
 
 void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
@@ -860,10 +881,13 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
     while (!a.empty() && SequenceBefore(a.front().sequence, seq)) a.pop_front();
     if (a.size() != before) affected.push_back(c);
   }
+  const bool top = !handoff_from_;
+  if (top) handoff_from_ = Clock::now();
   for (Contender* c : affected) {
     if (!c->watching.empty() && SequenceBefore(c->watching_seq, seq)) c->watching.clear();
     if (c->state == State::kWaiting) Advance(c);
   }
+  if (top) handoff_from_.reset();
 }
 
 void LockEngine::Grant(Contender* c) {
@@ -874,6 +898,12 @@ void LockEngine::Grant(Contender* c) {
   timers_->Cancel(c->wait_timer);
   c->wait_timer = 0;
   ++stats_.granted;
+  NoteWaitEnded(c, AcquireResult::kAcquired);
+  c->granted_at = Clock::now();
+  c->hold_open = true;
+  if (handoff_from_ && observer_) {
+    observer_->OnHandoff(std::chrono::duration<double>(c->granted_at - *handoff_from_).count());
+  }
   LockEvent e;
   e.type = LockEvent::Type::kAcquired;
   e.lease_id = FormatLeaseId(c->segment, c->node);
@@ -951,6 +981,7 @@ void LockEngine::RenewTtl(Contender* c) {
 void LockEngine::Lose(Contender* c, LostReason reason,
                       const std::string& message) {
   ++stats_.lost;
+  if (observer_) observer_->OnLost(reason);
   LockEvent e;
   e.type = LockEvent::Type::kLost;
   e.reason = reason;
@@ -961,6 +992,11 @@ void LockEngine::Lose(Contender* c, LostReason reason,
 }
 
 void LockEngine::FailWait(Contender* c, const absl::Status& status) {
+  AcquireResult r = AcquireResult::kFailed;
+  if (absl::IsDeadlineExceeded(status)) r = AcquireResult::kTimeout;
+  if (absl::IsFailedPrecondition(status)) r = AcquireResult::kBusy;
+  if (absl::IsCancelled(status)) r = AcquireResult::kCancelled;
+  NoteWaitEnded(c, r);
   Finish(c, status);
   EndContender(c);
 }
@@ -968,6 +1004,8 @@ void LockEngine::FailWait(Contender* c, const absl::Status& status) {
 // Ends a contender whose sink is done: delete its node if it has one (or
 // will have one: then the create's completion deletes it).
 void LockEngine::EndContender(Contender* c) {
+  if (c->waiting()) NoteWaitEnded(c, AcquireResult::kCancelled);  // abandoned
+  if (c->state == State::kHeld) NoteHoldEnded(c);
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
   c->wait_timer = c->ttl_timer = 0;
@@ -1045,6 +1083,7 @@ void LockEngine::Release(uint64_t id) {
     if (!c->sink) return;
     if (c->state == State::kHeld) {
       // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
+      NoteHoldEnded(c);
       timers_->Cancel(c->ttl_timer);
       c->ttl_timer = 0;
       c->state = State::kDeleting;
@@ -1341,6 +1380,47 @@ EngineStats LockEngine::stats() const {
     if (c->state == State::kHeld) ++s.holders;
   }
   return s;
+}
+
+void LockEngine::NoteWaitEnded(Contender* c, AcquireResult result) {
+  if (c->wait_noted) return;
+  c->wait_noted = true;
+  if (observer_) {
+    observer_->OnWaitEnded(
+        result, std::chrono::duration<double>(Clock::now() - c->opened_at).count());
+  }
+}
+
+void LockEngine::NoteHoldEnded(Contender* c) {
+  if (!c->hold_open) return;
+  c->hold_open = false;
+  if (observer_) {
+    observer_->OnHoldEnded(
+        std::chrono::duration<double>(Clock::now() - c->granted_at).count());
+  }
+}
+
+std::vector<LockLoad> LockEngine::LockLoads() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<LockLoad> out;
+  out.reserve(by_lock_.size());
+  for (const auto& [segment, ids] : by_lock_) {
+    LockLoad load;
+    for (uint64_t id : ids) {
+      auto it = contenders_.find(id);
+      if (it == contenders_.end()) continue;
+      const Contender& c = *it->second;
+      if (load.name.empty()) load.name = c.params.name;
+      if (load.first_id == 0 || id < load.first_id) load.first_id = id;
+      if (c.state == State::kHeld) {
+        ++load.holders;
+      } else if (c.waiting() && c.sink) {
+        ++load.waiters;
+      }
+    }
+    if (!load.name.empty()) out.push_back(std::move(load));
+  }
+  return out;
 }
 
 }  // namespace turnstile

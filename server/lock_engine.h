@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,30 @@ struct LockEvent {
   // kLost
   LostReason reason = LostReason::kSessionExpired;
   std::string message;
+};
+
+// How a wait ended (metrics).
+enum class AcquireResult { kAcquired, kTimeout, kBusy, kCancelled, kFailed, kCount };
+const char* AcquireResultName(AcquireResult r);
+
+// Receives the engine's measurements (metrics). Called with the engine's lock
+// held: implementations must be quick and must not call the engine.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void OnWaitEnded(AcquireResult result, double wait_seconds) = 0;
+  virtual void OnHoldEnded(double hold_seconds) = 0;
+  // From when the engine learned a waiter's last blocker was gone to its grant.
+  virtual void OnHandoff(double seconds) = 0;
+  virtual void OnLost(LostReason reason) = 0;
+};
+
+// This replica's live contenders on one lock.
+struct LockLoad {
+  std::string name;
+  uint64_t first_id = 0;  // lowest contender id: arrival order
+  int64_t waiters = 0;
+  int64_t holders = 0;
 };
 
 // Receives one contender's events. Called outside the engine's lock, never
@@ -170,6 +195,10 @@ class LockEngine {
   // Called (outside the lock) whenever serving() changes.
   void SetServingListener(std::function<void(bool)> listener);
   EngineStats stats() const;
+  // Per-lock waiters and holders of this replica, exact at the call.
+  std::vector<LockLoad> LockLoads() const;
+  // Set before the first Open; `observer` must outlive the engine's use.
+  void SetObserver(EngineObserver* observer) { observer_ = observer; }
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -214,6 +243,8 @@ class LockEngine {
   Contender* FindByPath(const std::string& path);
   Millis SafeFor() const;
   void UpdateServing();
+  void NoteWaitEnded(Contender* c, AcquireResult result);
+  void NoteHoldEnded(Contender* c);
 
   // Queues `fn` to run after the lock is released, in order.
   void Later(std::function<void()> fn);
@@ -244,6 +275,9 @@ class LockEngine {
   std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
   bool shut_down_ = false;                                 // GUARDED_BY(mu_)
   size_t watched_path_bytes_ = 0;                          // GUARDED_BY(mu_)
+  EngineObserver* observer_ = nullptr;
+  // Set while a departure is being noted: the start of a handoff.
+  std::optional<TimerQueue::Clock::time_point> handoff_from_;  // GUARDED_BY(mu_)
 
   std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
 };

@@ -135,9 +135,12 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
       finished_ = true;
       grpc::Status s = *finish_;
       l.unlock();
+      OnFinishing(s);
       this->Finish(s);
     }
   }
+  // Called once, just before Finish (metrics).
+  virtual void OnFinishing(const grpc::Status&) {}
   void MarkDone() {
     std::lock_guard<std::mutex> l(mu_);
     done_ = true;
@@ -212,7 +215,10 @@ class AcquireReactor final
   void OnDone() override {
     MarkDone();
     if (uint64_t id = id_.load()) svc_->engine()->Abandon(id);  // no-op if ended
-    if (counted_) svc_->CloseStream();
+    if (counted_) {
+      svc_->CloseStream();
+      svc_->NoteStreams("acquire", -1);
+    }
     self_.reset();  // may destroy *this
   }
 
@@ -232,12 +238,16 @@ class AcquireReactor final
   };
 
   explicit AcquireReactor(LockServiceImpl* svc) : svc_(svc) {}
+  void OnFinishing(const grpc::Status& s) override {
+    svc_->NoteRequest("Acquire", s.error_code());
+  }
   void Begin() {
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
       FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
+    svc_->NoteStreams("acquire", +1);
     StartRead(&req_);
   }
 
@@ -313,18 +323,25 @@ class KeepAliveReactor final
 
   void OnDone() override {
     MarkDone();
-    if (counted_) svc_->CloseStream();
+    if (counted_) {
+      svc_->CloseStream();
+      svc_->NoteStreams("keepalive", -1);
+    }
     self_.reset();
   }
 
  private:
   explicit KeepAliveReactor(LockServiceImpl* svc) : svc_(svc) {}
+  void OnFinishing(const grpc::Status& s) override {
+    svc_->NoteRequest("KeepAlive", s.error_code());
+  }
   void Begin() {
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
       FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
+    svc_->NoteStreams("keepalive", +1);
     StartRead(&req_);
   }
 
@@ -378,8 +395,10 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(
     grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* req,
     v1::ReleaseResponse*) {
   auto* reactor = ctx->DefaultReactor();
-  engine_->ReleaseLease(req->lease_id(), [reactor](absl::Status s) {
-    reactor->Finish(ToGrpc(s));
+  engine_->ReleaseLease(req->lease_id(), [this, reactor](absl::Status s) {
+    grpc::Status g = ToGrpc(s);
+    NoteRequest("Release", g.error_code());
+    reactor->Finish(g);
   });
   return reactor;
 }
@@ -388,11 +407,16 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(
     grpc::CallbackServerContext* ctx, const v1::DescribeRequest* req,
     v1::DescribeResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  engine_->Describe(req->name(), [reactor, resp](absl::StatusOr<LockDescription> d) {
-    if (!d.ok()) return reactor->Finish(ToGrpc(d.status()));
+  engine_->Describe(req->name(), [this, reactor, resp](absl::StatusOr<LockDescription> d) {
+    if (!d.ok()) {
+      grpc::Status g = ToGrpc(d.status());
+      NoteRequest("Describe", g.error_code());
+      return reactor->Finish(g);
+    }
     resp->set_name(d->name);
     for (const auto& h : d->holders) ToProto(h, resp->add_holders());
     for (const auto& w : d->waiters) ToProto(w, resp->add_waiters());
+    NoteRequest("Describe", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -402,10 +426,15 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
                                                 const v1::ListRequest* req,
                                                 v1::ListResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  engine_->List(req->prefix(), req->limit(), [reactor, resp](absl::StatusOr<LockList> l) {
-    if (!l.ok()) return reactor->Finish(ToGrpc(l.status()));
+  engine_->List(req->prefix(), req->limit(), [this, reactor, resp](absl::StatusOr<LockList> l) {
+    if (!l.ok()) {
+      grpc::Status g = ToGrpc(l.status());
+      NoteRequest("List", g.error_code());
+      return reactor->Finish(g);
+    }
     for (auto& n : l->names) resp->add_names(n);
     resp->set_truncated(l->truncated);
+    NoteRequest("List", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;

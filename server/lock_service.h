@@ -15,6 +15,16 @@
 
 namespace turnstile {
 
+// Receives the service's measurements (metrics). Thread-safe, quick.
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List).
+  virtual void OnRequestDone(const char* method, grpc::StatusCode code) = 0;
+  // `delta` is +1 or -1; `kind` is "acquire" or "keepalive".
+  virtual void OnStreamsChanged(const char* kind, int delta) = 0;
+};
+
 class LockServiceImpl final : public v1::LockService::CallbackService {
  public:
   // `max_streams` bounds open Acquire + KeepAlive streams on this replica.
@@ -43,11 +53,20 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   grpc::Status StreamLimitStatus() const;
   void CloseStream() { open_streams_.fetch_sub(1); }
   LockEngine* engine() const { return engine_; }
+  // Set before serving; `observer` must outlive the service.
+  void SetObserver(ServiceObserver* observer) { observer_ = observer; }
+  void NoteRequest(const char* method, grpc::StatusCode code) const {
+    if (observer_) observer_->OnRequestDone(method, code);
+  }
+  void NoteStreams(const char* kind, int delta) const {
+    if (observer_) observer_->OnStreamsChanged(kind, delta);
+  }
 
  private:
   LockEngine* const engine_;
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};
+  ServiceObserver* observer_ = nullptr;
 };
 
 }  // namespace turnstile

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/lock_service.h"
+#include "server/metrics.h"
 
 namespace turnstile {
 namespace {
@@ -57,6 +59,11 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
   f->String("tls-key-file", &tls_key_file, "PEM private key for TLS on the gRPC port");
   f->String("log-level", &log_level, "error, warn, info or debug");
+  if (metrics_listen.empty()) metrics_listen = kDefaultMetricsListen;
+  f->String("metrics-listen", &metrics_listen,
+            "Prometheus /metrics address (host:port; port 0 picks a free one; empty disables)");
+  f->Int("metrics-max-locks", &metrics_max_locks,
+         "locks given their own lock label in metrics; the rest are summed as lock=\"_overflow\"");
 }
 
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
@@ -102,6 +109,23 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   r->engine_ = std::make_unique<LockEngine>(r->zk_.get(), r->timers_.get(), eo);
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
+  if (!c.metrics_listen.empty()) {
+    MetricsOptions mo;
+    mo.listen = c.metrics_listen;
+    mo.max_locks = c.metrics_max_locks;
+    auto metrics = Metrics::Start(mo, r->engine_.get(), r->zk_.get());
+    if (absl::IsInvalidArgument(metrics.status())) return metrics.status();
+    if (!metrics.ok()) {
+      // A taken metrics port must not stop the lock service itself.
+      std::fprintf(stderr, "turnstiled: warning: metrics disabled: %s\n",
+                   std::string(metrics.status().message()).c_str());
+    } else {
+      r->metrics_ = std::move(*metrics);
+      r->engine_->SetObserver(r->metrics_.get());
+      r->zk_->SetObserver(r->metrics_.get());
+      r->service_->SetObserver(r->metrics_.get());
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -130,6 +154,8 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (absl::Status s = r->zk_->Start(); !s.ok()) return s;
   return r;
 }
+
+int Replica::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 std::string Replica::address() const {
   std::string host = config_.listen.substr(0, config_.listen.rfind(':'));

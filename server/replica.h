@@ -22,6 +22,7 @@ class Server;
 namespace turnstile {
 
 class LockServiceImpl;
+class Metrics;
 
 struct ReplicaConfig {
   std::string listen = "127.0.0.1:7400";
@@ -42,6 +43,13 @@ struct ReplicaConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string log_level = "warn";
+  // Prometheus /metrics address (host:port; port 0 picks one); empty = off.
+  // Off for in-process replicas; Register() makes the flag default
+  // kDefaultMetricsListen, so turnstiled serves metrics unless told not to.
+  std::string metrics_listen;
+  static constexpr char kDefaultMetricsListen[] = "127.0.0.1:9464";
+  // Locks with their own `lock` label; the rest are summed as "_overflow".
+  int64_t metrics_max_locks = 100;
 
   // Registers every field as a flag (and TURNSTILE_* variable).
   void Register(FlagSet* flags);
@@ -56,6 +64,8 @@ class Replica {
   ~Replica();  // stops at once (no drain)
 
   int port() const { return port_; }
+  // The bound port of the /metrics endpoint; 0 when metrics are off.
+  int metrics_port() const;
   std::string address() const;
   LockEngine& engine() { return *engine_; }
   ZkSession& zk() { return *zk_; }
@@ -79,6 +89,8 @@ class Replica {
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;
+  // Last: destroyed first, so no scrape reads a dying engine.
+  std::unique_ptr<Metrics> metrics_;
 };
 
 }  // namespace turnstile

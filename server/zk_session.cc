@@ -151,6 +151,7 @@ class ZkClientSession final : public ZkSession {
     if (mode == CreateMode::kContainer) flags = ZOO_CONTAINER;
     if (mode == CreateMode::kEphemeralSequential) flags = ZOO_EPHEMERAL_SEQUENTIAL;
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kCreate;
     ctx->create = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
       return zoo_acreate2(zh, path.c_str(), data.data(),
@@ -163,6 +164,7 @@ class ZkClientSession final : public ZkSession {
               VoidCallback done) override {
     CountCall(ZkOp::kDelete);
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kDelete;
     ctx->void_cb = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
       return zoo_adelete(zh, path.c_str(), version, &ZkClientSession::OnVoid,
@@ -174,6 +176,7 @@ class ZkClientSession final : public ZkSession {
                DataCallback done) override {
     CountCall(ZkOp::kGetData);
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kGetData;
     ctx->data = std::move(done);
     if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
     uint64_t wid = ctx->watcher_id;
@@ -189,6 +192,7 @@ class ZkClientSession final : public ZkSession {
                int32_t version, StatCallback done) override {
     CountCall(ZkOp::kSetData);
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kSetData;
     ctx->stat = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
       return zoo_aset(zh, path.c_str(), data.data(),
@@ -200,6 +204,7 @@ class ZkClientSession final : public ZkSession {
   void GetChildren(const std::string& path, ChildrenCallback done) override {
     CountCall(ZkOp::kGetChildren);
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kGetChildren;
     ctx->children = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
       return zoo_awget_children(zh, path.c_str(), nullptr, nullptr,
@@ -210,6 +215,7 @@ class ZkClientSession final : public ZkSession {
   void Exists(const std::string& path, StatCallback done) override {
     CountCall(ZkOp::kExists);
     auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kExists;
     ctx->stat = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
       return zoo_aexists(zh, path.c_str(), 0, &ZkClientSession::OnStat, ctx);
@@ -225,6 +231,17 @@ class ZkClientSession final : public ZkSession {
     DataCallback data;
     StatCallback stat;
     ChildrenCallback children;
+    ZkOp op = ZkOp::kCount;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+    // Tells the observer (metrics) how the request completed.
+    void Report(ZkCode code) const {
+      if (ZkObserver* o = self->observer()) {
+        o->OnRequestDone(op, code,
+                         std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start).count());
+      }
+    }
 
     // Completes with `code` and no payload.
     void Fail(ZkCode code) {
@@ -255,6 +272,7 @@ class ZkClientSession final : public ZkSession {
     if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
     Post([ctx, code] {
       DropWatcher(ctx->watcher_id);
+      ctx->Report(code);
       ctx->Fail(code);
       delete ctx;
     });
@@ -267,6 +285,7 @@ class ZkClientSession final : public ZkSession {
   static void OnCreate(int rc, const char* value, const struct Stat* stat,
                        const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->Report(MapRc(rc));
     ctx->create(MapRc(rc), rc == ZOK && value ? std::string(value) : std::string(),
                 ToStat(rc == ZOK ? stat : nullptr));
     delete ctx;
@@ -274,6 +293,7 @@ class ZkClientSession final : public ZkSession {
 
   static void OnVoid(int rc, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->Report(MapRc(rc));
     ctx->void_cb(MapRc(rc));
     delete ctx;
   }
@@ -281,6 +301,7 @@ class ZkClientSession final : public ZkSession {
   static void OnData(int rc, const char* value, int value_len,
                      const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->Report(MapRc(rc));
     // The C client only keeps the watch when the read succeeded.
     if (rc != ZOK) DropWatcher(ctx->watcher_id);
     std::string bytes;
@@ -291,6 +312,7 @@ class ZkClientSession final : public ZkSession {
 
   static void OnStat(int rc, const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->Report(MapRc(rc));
     ctx->stat(MapRc(rc), ToStat(rc == ZOK ? stat : nullptr));
     delete ctx;
   }
@@ -298,6 +320,7 @@ class ZkClientSession final : public ZkSession {
   static void OnChildren(int rc, const struct String_vector* strings,
                          const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ctx->Report(MapRc(rc));
     std::vector<std::string> names;
     if (rc == ZOK && strings != nullptr) {
       names.reserve(strings->count);
@@ -387,6 +410,7 @@ class ZkClientSession final : public ZkSession {
     } else if (state == ZOO_EXPIRED_SESSION_STATE) {
       connected_ = false;
       Watches().DropAll(this);
+      if (ZkObserver* o = observer()) o->OnSessionExpired();
       Notify(SessionEvent::kExpired);
       Post([this] { Reopen(); });
     } else if (state == ZOO_AUTH_FAILED_STATE) {

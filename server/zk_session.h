@@ -67,6 +67,17 @@ enum class SessionEvent {
 enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kCount };
 const char* ZkOpName(ZkOp op);
 
+// Receives measurements of a session (metrics). Called on the session's
+// threads: implementations must be quick and thread-safe.
+class ZkObserver {
+ public:
+  virtual ~ZkObserver() = default;
+  // Every completed request, however it completed.
+  virtual void OnRequestDone(ZkOp op, ZkCode code, double seconds) = 0;
+  virtual void OnWatchEvent() = 0;
+  virtual void OnSessionExpired() = 0;
+};
+
 struct SessionCredentials {
   int64_t session_id = 0;
   std::string password;
@@ -114,14 +125,21 @@ class ZkSession {
 
   uint64_t call_count(ZkOp op) const { return calls_[static_cast<int>(op)].load(); }
   uint64_t watch_events() const { return watch_events_.load(); }
+  // Set before Start(); `observer` must outlive the session's callbacks.
+  virtual void SetObserver(ZkObserver* observer) { observer_.store(observer); }
 
  protected:
   void CountCall(ZkOp op) { calls_[static_cast<int>(op)].fetch_add(1); }
-  void CountWatchEvent() { watch_events_.fetch_add(1); }
+  void CountWatchEvent() {
+    watch_events_.fetch_add(1);
+    if (ZkObserver* o = observer_.load()) o->OnWatchEvent();
+  }
+  ZkObserver* observer() const { return observer_.load(); }
 
  private:
   std::array<std::atomic<uint64_t>, static_cast<int>(ZkOp::kCount)> calls_{};
   std::atomic<uint64_t> watch_events_{0};
+  std::atomic<ZkObserver*> observer_{nullptr};
 };
 
 struct ZkClientOptions {

@@ -1,0 +1,303 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+#ifndef TURNSTILE_VERSION
+#define TURNSTILE_VERSION "unknown"
+#endif
+
+namespace turnstile {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+const char* const kMethodNames[] = {"Acquire", "Release", "KeepAlive", "Describe", "List"};
+
+const char* GrpcCodeName(int code) {
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",  "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  if (code < 0 || code >= 17) return "UNKNOWN";
+  return kNames[code];
+}
+
+int MethodIndex(const char* method) {
+  for (int i = 0; i < 5; ++i) {
+    if (std::string_view(method) == kMethodNames[i]) return i;
+  }
+  return -1;
+}
+
+Histogram::BucketBoundaries WaitBuckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600};
+}
+Histogram::BucketBoundaries HandoffBuckets() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+          0.25, 0.5, 1};
+}
+Histogram::BucketBoundaries ZkBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+prometheus::ClientMetric GaugeMetric(double value,
+                                     std::vector<prometheus::ClientMetric::Label> labels = {}) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  return m;
+}
+
+}  // namespace
+
+// Computed at scrape time: per-lock waiters/holders, session up, serving.
+class Metrics::LiveCollector final : public prometheus::Collectable {
+ public:
+  LiveCollector(LockEngine* engine, ZkSession* zk, size_t max_locks)
+      : engine_(engine), zk_(zk), max_locks_(max_locks) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<LockLoad> loads = engine_->LockLoads();
+    // First come first served: earlier contenders claim labels first.
+    std::sort(loads.begin(), loads.end(),
+              [](const LockLoad& a, const LockLoad& b) { return a.first_id < b.first_id; });
+    prometheus::MetricFamily waiters{"turnstile_lock_waiters",
+                                     "Contenders waiting for each lock on this replica "
+                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks).",
+                                     prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily holders{"turnstile_lock_holders",
+                                     "Contenders holding each lock on this replica "
+                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks).",
+                                     prometheus::MetricType::Gauge, {}};
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      // A lock keeps its label while it has contenders.
+      std::set<std::string> live;
+      for (const LockLoad& load : loads) live.insert(load.name);
+      for (auto it = labeled_.begin(); it != labeled_.end();) {
+        it = live.count(*it) ? std::next(it) : labeled_.erase(it);
+      }
+      int64_t over_waiters = 0, over_holders = 0;
+      bool overflow = false;
+      for (const LockLoad& load : loads) {
+        bool own = labeled_.count(load.name) > 0;
+        if (!own && labeled_.size() < max_locks_) {
+          labeled_.insert(load.name);
+          own = true;
+        }
+        if (own) {
+          waiters.metric.push_back(GaugeMetric(static_cast<double>(load.waiters),
+                                               {{"lock", load.name}}));
+          holders.metric.push_back(GaugeMetric(static_cast<double>(load.holders),
+                                               {{"lock", load.name}}));
+        } else {
+          overflow = true;
+          over_waiters += load.waiters;
+          over_holders += load.holders;
+        }
+      }
+      if (overflow) {
+        waiters.metric.push_back(GaugeMetric(static_cast<double>(over_waiters),
+                                             {{"lock", kOverflowLockLabel}}));
+        holders.metric.push_back(GaugeMetric(static_cast<double>(over_holders),
+                                             {{"lock", kOverflowLockLabel}}));
+      }
+    }
+    std::vector<prometheus::MetricFamily> out;
+    out.push_back(std::move(waiters));
+    out.push_back(std::move(holders));
+    out.push_back({"turnstile_zk_session_up",
+                   "1 when this replica is connected to ZooKeeper, else 0.",
+                   prometheus::MetricType::Gauge,
+                   {GaugeMetric(zk_->connected() ? 1 : 0)}});
+    out.push_back({"turnstile_serving",
+                   "1 when this replica serves (health SERVING), else 0.",
+                   prometheus::MetricType::Gauge,
+                   {GaugeMetric(engine_->serving() ? 1 : 0)}});
+    return out;
+  }
+
+ private:
+  LockEngine* const engine_;
+  ZkSession* const zk_;
+  const size_t max_locks_;
+  mutable std::mutex mu_;
+  mutable std::set<std::string> labeled_;  // GUARDED_BY(mu_)
+};
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& options,
+                                                        LockEngine* engine, ZkSession* zk) {
+  if (options.max_locks < 0) {
+    return absl::InvalidArgumentError("--metrics-max-locks must be >= 0");
+  }
+  std::unique_ptr<Metrics> m(new Metrics());
+  m->registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::Registry& r = *m->registry_;
+
+  BuildGauge()
+      .Name("turnstile_build_info")
+      .Help("Always 1; the version label names the turnstiled build.")
+      .Register(r)
+      .Add({{"version", options.version.empty() ? TURNSTILE_VERSION : options.version}})
+      .Set(1);
+
+  auto& wait = BuildHistogram()
+                   .Name("turnstile_acquire_wait_seconds")
+                   .Help("Time from Acquire open to the end of the wait, by result.")
+                   .Register(r);
+  auto& acquires = BuildCounter()
+                       .Name("turnstile_acquires_total")
+                       .Help("Acquire waits ended on this replica, by result.")
+                       .Register(r);
+  for (int i = 0; i < static_cast<int>(AcquireResult::kCount); ++i) {
+    std::string result = AcquireResultName(static_cast<AcquireResult>(i));
+    m->wait_[i] = &wait.Add({{"result", result}}, WaitBuckets());
+    m->acquires_[i] = &acquires.Add({{"result", result}});
+  }
+  m->hold_ = &BuildHistogram()
+                  .Name("turnstile_hold_seconds")
+                  .Help("Time from grant to the end of the hold.")
+                  .Register(r)
+                  .Add({}, WaitBuckets());
+  m->handoff_ = &BuildHistogram()
+                     .Name("turnstile_handoff_seconds")
+                     .Help("From learning a waiter's last blocker is gone to its grant.")
+                     .Register(r)
+                     .Add({}, HandoffBuckets());
+  auto& lost = BuildCounter()
+                   .Name("turnstile_locks_lost_total")
+                   .Help("Holds ended by LOST, by reason.")
+                   .Register(r);
+  for (int i = 0; i < 4; ++i) {
+    m->lost_[i] = &lost.Add({{"reason", LostReasonName(static_cast<LostReason>(i))}});
+  }
+  auto& zk_dur = BuildHistogram()
+                     .Name("turnstile_zk_request_duration_seconds")
+                     .Help("ZooKeeper request latency (issue to completion), by operation.")
+                     .Register(r);
+  for (int i = 0; i < kZkOps; ++i) {
+    m->zk_duration_[i] = &zk_dur.Add({{"op", ZkOpName(static_cast<ZkOp>(i))}}, ZkBuckets());
+  }
+  m->zk_errors_family_ = &BuildCounter()
+                              .Name("turnstile_zk_request_errors_total")
+                              .Help("ZooKeeper requests that completed with an error, by "
+                                    "operation and code.")
+                              .Register(r);
+  m->expirations_ = &BuildCounter()
+                         .Name("turnstile_zk_session_expirations_total")
+                         .Help("ZooKeeper session expirations seen by this replica.")
+                         .Register(r)
+                         .Add({});
+  m->watch_events_ = &BuildCounter()
+                          .Name("turnstile_zk_watch_events_total")
+                          .Help("ZooKeeper watch events delivered to this replica.")
+                          .Register(r)
+                          .Add({});
+  auto& streams = BuildGauge()
+                      .Name("turnstile_open_streams")
+                      .Help("Open gRPC streams on this replica, by kind.")
+                      .Register(r);
+  m->streams_acquire_ = &streams.Add({{"kind", "acquire"}});
+  m->streams_keepalive_ = &streams.Add({{"kind", "keepalive"}});
+  m->grpc_family_ = &BuildCounter()
+                         .Name("turnstile_grpc_requests_total")
+                         .Help("Finished gRPC requests, by method and status code.")
+                         .Register(r);
+  m->live_ = std::make_shared<LiveCollector>(engine, zk,
+                                             static_cast<size_t>(options.max_locks));
+
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(options.listen, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for metrics on ", options.listen, ": ", e.what()));
+  }
+  std::vector<int> ports = m->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for metrics on ", options.listen));
+  }
+  m->port_ = ports.front();
+  m->exposer_->RegisterCollectable(m->registry_);
+  m->exposer_->RegisterCollectable(m->live_);
+  return m;
+}
+
+Metrics::~Metrics() { exposer_.reset(); }
+
+void Metrics::OnWaitEnded(AcquireResult result, double wait_seconds) {
+  int i = static_cast<int>(result);
+  if (i < 0 || i >= static_cast<int>(AcquireResult::kCount)) return;
+  wait_[i]->Observe(wait_seconds);
+  acquires_[i]->Increment();
+}
+
+void Metrics::OnHoldEnded(double hold_seconds) { hold_->Observe(hold_seconds); }
+
+void Metrics::OnHandoff(double seconds) { handoff_->Observe(seconds); }
+
+void Metrics::OnLost(LostReason reason) {
+  int i = static_cast<int>(reason);
+  if (i >= 0 && i < 4) lost_[i]->Increment();
+}
+
+void Metrics::OnRequestDone(ZkOp op, ZkCode code, double seconds) {
+  int o = static_cast<int>(op);
+  if (o < 0 || o >= kZkOps) return;
+  zk_duration_[o]->Observe(seconds);
+  if (code == ZkCode::kOk) return;
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kZkCodes) return;
+  prometheus::Counter* counter = zk_errors_[o][c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    std::lock_guard<std::mutex> l(lazy_mu_);
+    counter = zk_errors_[o][c].load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      counter = &zk_errors_family_->Add(
+          {{"op", ZkOpName(op)}, {"code", absl::AsciiStrToLower(ZkCodeName(code))}});
+      zk_errors_[o][c].store(counter, std::memory_order_release);
+    }
+  }
+  counter->Increment();
+}
+
+void Metrics::OnWatchEvent() { watch_events_->Increment(); }
+
+void Metrics::OnSessionExpired() { expirations_->Increment(); }
+
+void Metrics::OnRequestDone(const char* method, grpc::StatusCode code) {
+  int mi = MethodIndex(method);
+  int c = static_cast<int>(code);
+  if (mi < 0 || c < 0 || c >= kGrpcCodes) return;
+  prometheus::Counter* counter = grpc_[mi][c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    std::lock_guard<std::mutex> l(lazy_mu_);
+    counter = grpc_[mi][c].load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      counter = &grpc_family_->Add({{"method", kMethodNames[mi]}, {"code", GrpcCodeName(c)}});
+      grpc_[mi][c].store(counter, std::memory_order_release);
+    }
+  }
+  counter->Increment();
+}
+
+void Metrics::OnStreamsChanged(const char* kind, int delta) {
+  prometheus::Gauge* g =
+      std::string_view(kind) == "keepalive" ? streams_keepalive_ : streams_acquire_;
+  g->Increment(static_cast<double>(delta));
+}
+
+}  // namespace turnstile

@@ -1,0 +1,1 @@
+turnstile_test(metrics_test turnstile_test_support)
