@@ -74,6 +74,8 @@ struct LockEngine::Contender {
   bool stalled = false;    // an operation failed with connection loss
   bool abandoned = false;  // ended while its create was in flight
   bool suspended = false;
+  bool announced = false;  // kHeld and told ACQUIRED (see Grant)
+  std::optional<Clock::time_point> handoff_from;  // blocker known gone
   int create_attempts = 0;
   size_t path_bytes = 0;  // counted in watched_path_bytes_
 
@@ -101,7 +103,7 @@ struct LockEngine::Contender {
   bool waiting() const {
     return state == State::kPendingCreate || state == State::kCreating ||
            state == State::kCreateUnknown || state == State::kListing ||
-           state == State::kWaiting;
+           state == State::kWaiting || (state == State::kHeld && !announced);
   }
 };
 
@@ -227,7 +229,7 @@ void LockEngine::OnSessionEvent(SessionEvent e) {
         connected_ = false;
         Millis safe = SafeFor();
         for (auto& [id, c] : contenders_) {
-          if (c->state != State::kHeld || c->suspended) continue;
+          if (c->state != State::kHeld || c->suspended || !c->announced) continue;
           c->suspended = true;
           LockEvent ev;
           ev.type = LockEvent::Type::kSuspended;
@@ -266,7 +268,7 @@ void LockEngine::OnSessionEvent(SessionEvent e) {
         for (auto& [id, c] : contenders_) all.push_back(c.get());
         for (Contender* c : all) {
           // Every node of the old session is gone.
-          if (c->state == State::kHeld) {
+          if (c->state == State::kHeld && c->announced) {
             Lose(c, LostReason::kSessionExpired,
                  "the replica's ZooKeeper session expired");
           }
@@ -890,19 +892,33 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
   if (top) handoff_from_.reset();
 }
 
+// The ordering rule says `c` holds. ACQUIRED is announced only once a read
+// of its own node confirms the node still exists (Announce, from ArmOwn):
+// when a session is closed under the replica, ZooKeeper deletes its nodes and
+// fires their watches before the replica hears of the expiry, so a waiter
+// could otherwise be told it holds a lock through a node that is gone.
 void LockEngine::Grant(Contender* c) {
   c->state = State::kHeld;
+  c->announced = false;
+  c->handoff_from = handoff_from_;  // measured to the announcement
   c->ahead.clear();
   c->watching.clear();
   c->suspended = false;
+  // A mutex holder proves every earlier contender is gone.
+  if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
+  ArmOwn(c);
+}
+
+void LockEngine::Announce(Contender* c) {
+  c->announced = true;
   timers_->Cancel(c->wait_timer);
   c->wait_timer = 0;
   ++stats_.granted;
   NoteWaitEnded(c, AcquireResult::kAcquired);
   c->granted_at = Clock::now();
   c->hold_open = true;
-  if (handoff_from_ && observer_) {
-    observer_->OnHandoff(std::chrono::duration<double>(c->granted_at - *handoff_from_).count());
+  if (c->handoff_from && observer_) {
+    observer_->OnHandoff(std::chrono::duration<double>(c->granted_at - *c->handoff_from).count());
   }
   LockEvent e;
   e.type = LockEvent::Type::kAcquired;
@@ -912,9 +928,23 @@ void LockEngine::Grant(Contender* c) {
   e.session_timeout = zk_->session_timeout();
   Emit(c, e);
   if (c->params.ttl > Millis(0)) RenewTtl(c);
-  // A mutex holder proves every earlier contender is gone.
-  if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
-  ArmOwn(c);
+}
+
+// A contender whose node vanished before it was told it holds: it lost its
+// place, so it queues again with a new node (as after a session expiry).
+void LockEngine::Requeue(Contender* c) {
+  auto it = by_path_.find(c->path());
+  if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
+  c->node.clear();
+  c->ahead.clear();
+  c->watching.clear();
+  c->last_position = -1;
+  c->stalled = false;
+  c->create_attempts = 0;
+  ++c->gen;
+  c->state = State::kPendingCreate;
+  ++stats_.requeued_lost_node;
+  Step(c);
 }
 
 // A holder watches its own node: its deletion by someone else means the hold
@@ -928,7 +958,7 @@ void LockEngine::ArmOwn(Contender* c) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = Find(id, gen);
-          if (c == nullptr || c->state != State::kHeld) return;
+          if (c == nullptr || c->state != State::kHeld || !c->announced) return;
           if (type == WatchEventType::kDeleted) {
             Lose(c, LostReason::kDeleted,
                  "the lock's node was deleted outside this stream (Release by "
@@ -945,7 +975,11 @@ void LockEngine::ArmOwn(Contender* c) {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kHeld) return;
-          if (code == ZkCode::kNoNode) {
+          if (code == ZkCode::kOk && !c->announced) {
+            Announce(c);
+          } else if (code == ZkCode::kNoNode && !c->announced) {
+            Requeue(c);
+          } else if (code == ZkCode::kNoNode) {
             Lose(c, LostReason::kDeleted,
                  "the lock's node was deleted outside this stream");
           } else if (IsRetryable(code)) {
@@ -980,6 +1014,11 @@ void LockEngine::RenewTtl(Contender* c) {
 // Tells the holder first (it must stop now), then deletes its node.
 void LockEngine::Lose(Contender* c, LostReason reason,
                       const std::string& message) {
+  if (!c->announced) {
+    // It was never told it holds: its wait ends instead.
+    FailWait(c, absl::UnavailableError(message));
+    return;
+  }
   ++stats_.lost;
   if (observer_) observer_->OnLost(reason);
   LockEvent e;
@@ -1081,7 +1120,7 @@ void LockEngine::Release(uint64_t id) {
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
     if (!c->sink) return;
-    if (c->state == State::kHeld) {
+    if (c->state == State::kHeld && c->announced) {
       // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
       NoteHoldEnded(c);
       timers_->Cancel(c->ttl_timer);

@@ -150,6 +150,7 @@ struct EngineStats {
   uint64_t lost = 0;
   uint64_t released = 0;
   uint64_t requeued_after_expiry = 0;
+  uint64_t requeued_lost_node = 0;  // node gone before the grant was announced
   uint64_t recovered_creates = 0;  // found their own node after a lost reply
   size_t contenders = 0;           // local contenders with any state
   size_t holders = 0;
@@ -229,6 +230,8 @@ class LockEngine {
   void ReportPosition(Contender* c, int64_t ahead);
   void Arm(Contender* c);
   void Grant(Contender* c);
+  void Announce(Contender* c);
+  void Requeue(Contender* c);
   void ArmOwn(Contender* c);
   void RenewTtl(Contender* c);
   void Lose(Contender* c, LostReason reason, const std::string& message);
