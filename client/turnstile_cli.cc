@@ -5,12 +5,14 @@
 //   turnstile [global flags] describe NAME
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
+//   turnstile [global flags] health
 //   turnstile bench [bench flags]
 //
 // Exit codes: 0 success (run: the command's own code, 128+N if it died of
 // signal N); 1 error talking to the server; 2 usage; 75 not acquired (lock
 // held on try-once, or wait timeout); 76 the lock was lost while `run`'s
-// command ran (the command was stopped).
+// command ran (the command was stopped). `health` exits 0 only when the
+// replica reports SERVING, 1 otherwise (NOT_SERVING, or not reachable).
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -35,6 +37,7 @@
 #include "client/json_quote.h"
 #include "client/lib/client.h"
 #include "server/flags.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
 
@@ -69,7 +72,7 @@ void RegisterGlobals(FlagSet* f, Globals* g) {
   f->String("tls-ca-file", &g->tls_ca_file, "PEM CA certificates: use TLS to the server");
   f->String("output", &g->output, "text or json (one JSON object per line)");
   f->String("owner", &g->owner, "owner recorded on the lock (default user@host)");
-  f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list and release");
+  f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list, release and health");
 }
 
 void PrintLine(const std::string& s) {
@@ -332,7 +335,7 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     std::fprintf(stderr, "turnstile: cannot run %s: %s\n", cmd[0], std::strerror(rc));
-    lock->Release();
+    (void)lock->Release();  // the command never ran; nothing to report
     return 127;
   }
   if (g.json()) {
@@ -496,6 +499,25 @@ int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
   return 0;
 }
 
+// grpc.health.v1.Health/Check for the whole server: what container
+// HEALTHCHECKs and scripts use (Kubernetes probes speak gRPC health natively).
+int CmdHealth(const Globals& g, const std::vector<std::string>& args) {
+  if (!args.empty()) return kExitUsage;
+  auto stub = grpc::health::v1::Health::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (!s.ok()) {
+    ReportError(g, FromGrpc(s));
+    return kExitError;
+  }
+  const std::string status = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
+  PrintLine(g.json() ? absl::StrCat("{\"status\":", JsonQuote(status), "}") : status);
+  return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : kExitError;
+}
+
 const char* kUsage =
     "Usage: turnstile [global flags] COMMAND [args]\n\n"
     "Commands:\n"
@@ -504,6 +526,7 @@ const char* kUsage =
     "  describe NAME           holders and waiters of NAME, in order\n"
     "  list [PREFIX]           locks with holders or waiters\n"
     "  release LEASE_ID        release a lease (from any replica)\n"
+    "  health                  SERVING or NOT_SERVING (exit 0 only when SERVING)\n"
     "  bench                   benchmark against a replica and ZooKeeper\n"
     "`turnstile COMMAND --help` describes each command.\n\n";
 
@@ -557,8 +580,9 @@ int main(int argc, char** argv) {
   if (cmd == "describe") rc = CmdDescribe(g, *rest);
   else if (cmd == "list") rc = CmdList(g, *rest);
   else if (cmd == "release") rc = CmdRelease(g, *rest);
+  else if (cmd == "health") rc = CmdHealth(g, *rest);
   else std::fprintf(stderr, "turnstile: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
-  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release")) {
+  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release" || cmd == "health")) {
     std::fprintf(stderr, "%s", kUsage);
   }
   return rc;

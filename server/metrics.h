@@ -91,8 +91,8 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   prometheus::Gauge* streams_acquire_ = nullptr;
   prometheus::Gauge* streams_keepalive_ = nullptr;
   prometheus::Family<prometheus::Counter>* grpc_family_ = nullptr;
-  std::array<std::array<std::atomic<prometheus::Counter*>, kGrpcCodes>, kMethods> grpc_{};
-  std::mutex lazy_mu_;  // creating a lazily-added series
+  std::array<std::array<prometheus::Counter*, kGrpcCodes>, kMethods> grpc_{};  // all made up front
+  std::mutex lazy_mu_;  // creating a lazily-added series (ZooKeeper error codes)
 
   // Last: stopped first, before the series it serves go away.
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -10,7 +10,10 @@
 #   - every alert has a severity label and summary/description/runbook annotations
 #   - writes every panel query and every rule expression, one per line, with the
 #     Grafana variables replaced ($replica -> .*, $__rate_interval -> 1m), to
-#     $1 (default: build/monitoring-queries.txt) for a later live-Prometheus test.
+#     $1 (default: build/monitoring-queries.txt) for the live-Prometheus test
+#     (tests/monitoring_live_test.cc). Each line is tab-separated:
+#       panel<TAB><panel title>#<refId><TAB><PromQL>
+#       rule<TAB><alert or record name><TAB><PromQL>
 # Exits non-zero on any failure.
 # Needs: promtool (Debian package `prometheus`), python3 with PyYAML (`python3-yaml`).
 set -euo pipefail
@@ -116,7 +119,7 @@ for g in rules_doc.get("groups", []):
     for r in g.get("rules", []):
         expr = " ".join(str(r["expr"]).split())
         name = r.get("alert") or r.get("record")
-        rule_exprs.append(expr)
+        rule_exprs.append((name, expr))
         for n in metric_names(expr):
             if n not in TURNSTILE | ZOOKEEPER | PROMETHEUS | recorded:
                 err(f"rule {name}: unknown metric {n!r} in {expr}")
@@ -213,7 +216,7 @@ for p in all_panels(dash.get("panels", [])):
                 continue
             if 'instance=~"$replica"' not in (m.group(2) or ""):
                 err(f"panel {title!r}: {m.group(1)} not filtered by instance=~\"$replica\": {expr}")
-        panel_exprs.append((title, " ".join(expr.split())))
+        panel_exprs.append((f"{title}#{t.get('refId', '')}", " ".join(expr.split())))
 if n_panels == 0:
     err("dashboard: no panels")
 
@@ -229,10 +232,10 @@ with open(promql_rules_path, "w") as f:
         for i, (_, e) in enumerate(panel_exprs)]}]}, f)
 
 with open(out_path, "w") as f:
-    for _, e in panel_exprs:
-        f.write(live(e) + "\n")
-    for e in rule_exprs:
-        f.write(e + "\n")
+    for name, e in panel_exprs:
+        f.write(f"panel\t{name}\t{live(e)}\n")
+    for name, e in rule_exprs:
+        f.write(f"rule\t{name}\t{e}\n")
 
 for e in errors:
     print("FAIL: " + e, file=sys.stderr)

@@ -190,12 +190,41 @@ TEST_F(CliTest, JsonOutputParses) {
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub : {"acquire", "run", "describe", "list", "release"}) {
+  for (const char* sub : {"acquire", "run", "describe", "list", "release", "health"}) {
     std::string cmd = std::string(CLI_PATH) + " " + sub + " --help > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << sub;
   }
   EXPECT_EQ(std::system((std::string(CLI_PATH) + " --help > /dev/null").c_str()), 0);
   EXPECT_NE(std::system((std::string(CLI_PATH) + " nonsense 2> /dev/null").c_str()), 0);
+}
+
+// `health` (the container HEALTHCHECK): exit 0 and SERVING from a live
+// replica; exit 1 and NOT_SERVING from a replica whose ZooKeeper is
+// unreachable; exit 1 when nothing listens.
+TEST_F(CliTest, HealthExitsZeroOnlyWhenServing) {
+  std::string out = dir_ + "/health.txt";
+  auto run = [&](const std::string& server, const std::string& extra) {
+    std::string cmd = std::string(CLI_PATH) + " --server " + server +
+                      " --rpc-timeout 2s " + extra + " health > " + out + " 2>/dev/null";
+    int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(run(replica_->address(), ""), 0);
+  EXPECT_EQ(ReadFile(out), "SERVING\n");
+  EXPECT_EQ(run(replica_->address(), "--output json"), 0);
+  EXPECT_EQ(ReadFile(out), "{\"status\":\"SERVING\"}\n");
+
+  // A replica pointed at a ZooKeeper port nobody listens on serves gRPC but
+  // is NOT_SERVING.
+  ReplicaConfig cfg = TestConfig("127.0.0.1:" + std::to_string(FreeLoopbackPort()), root_);
+  auto no_zk = Replica::Start(cfg);
+  ASSERT_TRUE(no_zk.ok()) << no_zk.status();
+  EXPECT_EQ(run((*no_zk)->address(), ""), 1);
+  EXPECT_EQ(ReadFile(out), "NOT_SERVING\n");
+
+  // Nothing listening: an error, exit 1.
+  EXPECT_EQ(run("127.0.0.1:" + std::to_string(FreeLoopbackPort()), ""), 1);
+  EXPECT_EQ(ReadFile(out), "");
 }
 
 // `acquire` on a terminal shows the live queue position while it waits,

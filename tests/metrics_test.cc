@@ -1,10 +1,5 @@
 // Prometheus metrics of an in-process replica, scraped over HTTP from its
 // exposer: the per-lock series cap and exact gauges however streams end.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -26,39 +21,10 @@ namespace {
 
 using v1::AcquireEvent;
 
-// GET /metrics over plain HTTP/1.0; the body, or "" on any failure.
+// GET /metrics; the body, or "" on any failure.
 std::string Scrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return "";
-  }
-  std::string resp;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t body = resp.find("\r\n\r\n");
-  if (body == std::string::npos || resp.rfind("HTTP/1.", 0) != 0 ||
-      resp.find(" 200 ") == std::string::npos) {
-    return "";
-  }
-  return resp.substr(body + 4);
+  absl::StatusOr<HttpResponse> r = HttpGet(port, "/metrics");
+  return r.ok() && r->status == 200 ? r->body : "";
 }
 
 struct Sample {

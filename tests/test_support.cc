@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <cstring>
 #include <future>
 
-#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/lock_name.h"
 #include "server/ordering.h"
 #include "tests/wait.h"
@@ -244,43 +246,28 @@ bool ExpireReplicaSession(const std::string& connect, Replica& replica) {
 }
 
 bool IsServing(const std::string& address) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::ByteBuffer unused;
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  // grpc.health.v1.HealthCheckRequest{service: ""} is an empty message.
-  grpc::GenericStub generic(channel);
-  grpc::Slice empty("");
-  grpc::ByteBuffer req(&empty, 1);
-  grpc::Status call_status;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &unused,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> l(mu);
-                      call_status = s;
-                      done = true;
-                      cv.notify_all();
-                    });
-  std::unique_lock<std::mutex> l(mu);
-  cv.wait(l, [&] { return done; });
-  if (!call_status.ok()) return false;
-  std::vector<grpc::Slice> slices;
-  if (!unused.Dump(&slices).ok()) return false;
-  std::string bytes;
-  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  // HealthCheckResponse{status = 1 (SERVING)} encodes as 08 01.
-  return bytes == std::string("\x08\x01", 2);
+  grpc::health::v1::HealthCheckRequest req;  // service "": the whole server
+  grpc::health::v1::HealthCheckResponse resp;
+  return stub->Check(&ctx, req, &resp).ok() &&
+         resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 }  // namespace turnstile::testing
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+
+#include "absl/strings/numbers.h"
 
 extern char** environ;
 
@@ -387,6 +374,62 @@ std::string TestBinary(const std::string& name) {
   // Tests run from the build tree; CMake passes the locations.
   if (name == "turnstiled") return TURNSTILED_PATH;
   return std::string(TEST_BIN_DIR) + "/" + name;
+}
+
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", strerror(errno)));
+  }
+  std::string req = absl::StrCat("GET ", target, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\n\r\n");
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    return absl::UnavailableError("send failed");
+  }
+  std::string resp;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::DeadlineExceededError(absl::StrCat("recv: ", strerror(errno)));
+    if (n == 0) break;
+    resp.append(buf, static_cast<size_t>(n));
+  }
+  // "HTTP/1.x NNN reason\r\n headers \r\n\r\n body"
+  size_t head_end = resp.find("\r\n\r\n");
+  HttpResponse out;
+  if (resp.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos || resp.size() < 12 ||
+      !absl::SimpleAtoi(resp.substr(9, 3), &out.status)) {
+    return absl::DataLossError(absl::StrCat("not an HTTP reply: ", resp.substr(0, 80)));
+  }
+  out.body = resp.substr(head_end + 4);
+  return out;
+}
+
+std::string UrlEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace turnstile::testing

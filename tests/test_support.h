@@ -139,6 +139,18 @@ class ChildProcess {
   bool reaped_ = false;
 };
 
+// A plain HTTP/1.0 GET of http://127.0.0.1:<port><target> (the server closes
+// the connection after the reply); 10 s receive timeout. For Prometheus
+// endpoints: /metrics of a replica, the HTTP API of a Prometheus server.
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+};
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target);
+// Percent-encodes everything but unreserved characters (RFC 3986), for
+// query-string values.
+std::string UrlEncode(std::string_view s);
+
 // Path of a binary built next to the tests (e.g. "acquire_child"), or of
 // turnstiled.
 std::string TestBinary(const std::string& name);

@@ -616,6 +616,11 @@ ZkServer::WatchesByPath() const {
   return ParseIndented("wchp", *reply);
 }
 
+int FreeLoopbackPort() {
+  absl::StatusOr<int> port = BindLoopback(0);
+  return port.ok() ? *port : 0;
+}
+
 // ---------------------------------------------------------------------------
 // The shared server.
 

@@ -107,6 +107,11 @@ class ZkServer {
   mutable pid_t pid_ = -1;  // -1 when not running. Mutable: running() reaps.
 };
 
+// A port on 127.0.0.1 that was free a moment ago (bound with port 0, then
+// closed), for servers a test starts itself. Another process may take it in
+// between; callers that can retry on "address in use" should.
+int FreeLoopbackPort();
+
 // A process-wide shared server for tests that do not stop/restart ZooKeeper.
 // Started lazily on first use and stopped when the test program finishes
 // (gtest global environment TearDown, with an atexit() fallback), also when
