@@ -5,7 +5,7 @@
 //   turnstile [global flags] describe NAME
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
-//   turnstile [global flags] health
+//   turnstile [global flags] health [SERVICE]
 //   turnstile bench [bench flags]
 //
 // Exit codes: 0 success (run: the command's own code, 128+N if it died of
@@ -501,12 +501,15 @@ int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
 
 // grpc.health.v1.Health/Check for the whole server: what container
 // HEALTHCHECKs and scripts use (Kubernetes probes speak gRPC health natively).
+// An optional SERVICE asks about that service ("liveness": the process
+// answers, whether or not ZooKeeper is reachable).
 int CmdHealth(const Globals& g, const std::vector<std::string>& args) {
-  if (!args.empty()) return kExitUsage;
+  if (args.size() > 1) return kExitUsage;
   auto stub = grpc::health::v1::Health::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
   grpc::health::v1::HealthCheckRequest req;
+  if (!args.empty()) req.set_service(args[0]);
   grpc::health::v1::HealthCheckResponse resp;
   grpc::Status s = stub->Check(&ctx, req, &resp);
   if (!s.ok()) {
@@ -526,7 +529,8 @@ const char* kUsage =
     "  describe NAME           holders and waiters of NAME, in order\n"
     "  list [PREFIX]           locks with holders or waiters\n"
     "  release LEASE_ID        release a lease (from any replica)\n"
-    "  health                  SERVING or NOT_SERVING (exit 0 only when SERVING)\n"
+    "  health [SERVICE]        SERVING or NOT_SERVING (exit 0 only when SERVING);\n"
+    "                          SERVICE \"liveness\": the process answers\n"
     "  bench                   benchmark against a replica and ZooKeeper\n"
     "`turnstile COMMAND --help` describes each command.\n\n";
 

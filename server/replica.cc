@@ -146,10 +146,17 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (r->server_ == nullptr || r->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", c.listen));
   }
+  // Health: service "" (readiness) is SERVING only while the ZooKeeper
+  // session is up and the replica is not draining; service "liveness" is
+  // SERVING as long as this process answers RPCs, so a liveness probe does
+  // not restart replicas because ZooKeeper is away (a restart cannot help).
+  // SetServingStatus(bool) sets every service, so "liveness" is re-set after.
   grpc::HealthCheckServiceInterface* health = r->server_->GetHealthCheckService();
   health->SetServingStatus(false);
+  health->SetServingStatus(kLivenessService, true);
   r->engine_->SetServingListener([health](bool serving) {
     health->SetServingStatus(serving);
+    health->SetServingStatus(kLivenessService, true);
   });
   if (absl::Status s = r->zk_->Start(); !s.ok()) return s;
   return r;

@@ -55,6 +55,10 @@ struct ReplicaConfig {
   void Register(FlagSet* flags);
 };
 
+// grpc.health.v1 service name that stays SERVING while the process serves
+// RPCs (for liveness probes); "" is readiness: ZooKeeper up, not draining.
+inline constexpr char kLivenessService[] = "liveness";
+
 class Replica {
  public:
   // Starts serving at once; health is NOT_SERVING until the ZooKeeper

@@ -203,9 +203,10 @@ TEST_F(CliTest, EverySubcommandHasHelp) {
 // unreachable; exit 1 when nothing listens.
 TEST_F(CliTest, HealthExitsZeroOnlyWhenServing) {
   std::string out = dir_ + "/health.txt";
-  auto run = [&](const std::string& server, const std::string& extra) {
-    std::string cmd = std::string(CLI_PATH) + " --server " + server +
-                      " --rpc-timeout 2s " + extra + " health > " + out + " 2>/dev/null";
+  auto run = [&](const std::string& server, const std::string& extra,
+                 const std::string& service = "") {
+    std::string cmd = std::string(CLI_PATH) + " --server " + server + " --rpc-timeout 2s " +
+                      extra + " health " + service + " > " + out + " 2>/dev/null";
     int rc = std::system(cmd.c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   };
@@ -221,6 +222,12 @@ TEST_F(CliTest, HealthExitsZeroOnlyWhenServing) {
   ASSERT_TRUE(no_zk.ok()) << no_zk.status();
   EXPECT_EQ(run((*no_zk)->address(), ""), 1);
   EXPECT_EQ(ReadFile(out), "NOT_SERVING\n");
+  // ...while its "liveness" service (Kubernetes liveness probes) is SERVING:
+  // restarting a replica because ZooKeeper is away would not help.
+  EXPECT_EQ(run((*no_zk)->address(), "", "liveness"), 0);
+  EXPECT_EQ(ReadFile(out), "SERVING\n");
+  EXPECT_EQ(run(replica_->address(), "", "liveness"), 0);
+  EXPECT_EQ(run(replica_->address(), "", "no-such-service"), 1);
 
   // Nothing listening: an error, exit 1.
   EXPECT_EQ(run("127.0.0.1:" + std::to_string(FreeLoopbackPort()), ""), 1);
