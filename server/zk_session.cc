@@ -9,11 +9,13 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -434,16 +436,32 @@ class ZkClientSession final : public ZkSession {
       zh_ = nullptr;
     }
     if (old != nullptr) zookeeper_close(old);
-    std::lock_guard<std::mutex> l(mu_);
-    if (closed_) return;
-    absl::Status s = OpenLocked(nullptr);
-    if (!s.ok()) {
-      std::fprintf(stderr, "turnstile: cannot reopen ZooKeeper session: %s\n",
-                   std::string(s.message()).c_str());
+    absl::Status s;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return;
+      s = OpenLocked(nullptr);
+      if (!s.ok() && zh_ != nullptr) return;  // opened; auth setup failed (kAuthFailed follows)
     }
+    std::lock_guard<std::mutex> l(work_mu_);
+    if (s.ok()) {
+      reopen_backoff_ = kMinReopenBackoff;
+      return;
+    }
+    // zookeeper_init fails when no server name resolves (a DNS outage often
+    // comes with the network trouble that expired the session). Try again
+    // with backoff, on this worker thread, until it works or Close() runs:
+    // giving up would leave the replica NOT_SERVING for good.
+    std::fprintf(stderr, "turnstile: cannot reopen ZooKeeper session (retry in %lld ms): %s\n",
+                 static_cast<long long>(reopen_backoff_.count()), std::string(s.message()).c_str());
+    reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
+    reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
   }
 
   absl::Status OpenLocked(const clientid_t* id) {
+    if (options_.before_open) {
+      if (absl::Status s = options_.before_open(); !s.ok()) return s;
+    }
     zh_ = zookeeper_init(options_.connect_string.c_str(),
                          &ZkClientSession::OnSessionEvent,
                          static_cast<int>(options_.session_timeout.count()), id,
@@ -482,15 +500,27 @@ class ZkClientSession final : public ZkSession {
     work_cv_.notify_one();
   }
 
+  // Runs posted work in order; also the retries of a failed Reopen() when
+  // reopen_at_ is due (other work keeps flowing while one is pending).
   void WorkerLoop() {
     for (;;) {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> l(work_mu_);
-        work_cv_.wait(l, [this] { return stop_worker_ || !work_.empty(); });
-        if (work_.empty()) break;
-        fn = std::move(work_.front());
-        work_.pop_front();
+        auto ready = [this] { return stop_worker_ || !work_.empty(); };
+        if (reopen_at_.has_value()) {
+          if (!work_cv_.wait_until(l, *reopen_at_, ready)) {
+            reopen_at_.reset();
+            fn = [this] { Reopen(); };
+          }
+        } else {
+          work_cv_.wait(l, ready);
+        }
+        if (!fn) {
+          if (work_.empty()) break;  // stopping
+          fn = std::move(work_.front());
+          work_.pop_front();
+        }
       }
       fn();
     }
@@ -509,6 +539,10 @@ class ZkClientSession final : public ZkSession {
   std::condition_variable work_cv_;
   std::deque<std::function<void()>> work_;  // GUARDED_BY(work_mu_)
   bool stop_worker_ = false;                // GUARDED_BY(work_mu_)
+  static constexpr std::chrono::milliseconds kMinReopenBackoff{250};
+  static constexpr std::chrono::milliseconds kMaxReopenBackoff{10000};
+  std::optional<std::chrono::steady_clock::time_point> reopen_at_;  // GUARDED_BY(work_mu_)
+  std::chrono::milliseconds reopen_backoff_ = kMinReopenBackoff;     // GUARDED_BY(work_mu_)
   std::thread worker_;
 };
 

@@ -148,6 +148,10 @@ struct ZkClientOptions {
   // "scheme:credentials" for zoo_add_auth (e.g. "digest:user:password");
   // empty = no auth. When set, nodes are created with ZOO_CREATOR_ALL_ACL.
   std::string auth;
+  // Fault injection for tests: runs before every zookeeper_init (the first
+  // open and each reopen after an expiry); a non-OK status fails that open
+  // the way an unresolvable connect string does. Unset in production.
+  std::function<absl::Status()> before_open;
 };
 
 // The real session over the ZooKeeper C client (zookeeper_mt).

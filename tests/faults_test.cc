@@ -181,6 +181,40 @@ TEST_F(FaultsTest, SessionExpiryLosesHoldersAndRequeuesWaiters) {
   EXPECT_TRUE(ContendersBecome("exp", 0));
 }
 
+// After an expiry the replica opens a new session; when that open fails
+// (zookeeper_init cannot resolve the connect string: DNS trouble often comes
+// with the network trouble that expired the session) it retries with backoff
+// until it works, and serves again — it never stays NOT_SERVING for good.
+TEST_F(FaultsTest, FailedReopenAfterExpiryIsRetriedUntilItWorks) {
+  UseServer(SharedZkServer().ConnectString());
+  std::atomic<int> opens{0}, fail_next{0};
+  ZkClientOptions o;
+  o.connect_string = connect_;
+  o.session_timeout = milliseconds(6000);
+  o.before_open = [&]() -> absl::Status {
+    ++opens;
+    if (fail_next > 0) {
+      --fail_next;
+      return absl::UnavailableError("injected: cannot resolve ZooKeeper hosts");
+    }
+    return absl::OkStatus();
+  };
+  auto r = StartReplica(TestConfig(connect_, root_), NewZkClientSession(o));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(opens.load(), 1);
+  auto stub = NewStub(r->address());
+
+  fail_next = 3;  // the reopen and two retries fail
+  ASSERT_TRUE(ExpireReplicaSession(connect_, *r)) << "no new session; opens: " << opens.load();
+  ASSERT_TRUE(WaitFor([&] { return IsServing(r->address()); }, milliseconds(20000)));
+  EXPECT_EQ(fail_next.load(), 0);
+  EXPECT_GE(opens.load(), 5) << "first open, 3 failed reopens, 1 that worked";
+  AcquireStream s(stub.get(), OpenMsg("reopened", milliseconds(10000)));
+  ASSERT_TRUE(s.Await(AcquireEvent::ACQUIRED));
+  s.SendRelease();
+  ASSERT_TRUE(s.Await(AcquireEvent::RELEASED));
+}
+
 // Must-show 8: ZooKeeper stopped and restarted within the session timeout.
 TEST_F(FaultsTest, ZooKeeperRestartWithinSessionTimeoutSuspendsAndResumes) {
   auto server = ZkServer::Start();

@@ -233,7 +233,7 @@ bool ExpireReplicaSession(const std::string& connect, Replica& replica) {
   const int64_t old_id = replica.zk().credentials().session_id;
   for (int attempt = 0; attempt < 5; ++attempt) {
     SessionCredentials creds = replica.zk().credentials();
-    if (creds.session_id != old_id) return true;
+    if (creds.session_id != 0 && creds.session_id != old_id) return true;
     if (creds.session_id != 0 && !ExpireZkSession(connect, creds).ok()) continue;
     if (WaitFor([&] {
           int64_t id = replica.zk().credentials().session_id;

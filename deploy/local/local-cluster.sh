@@ -4,8 +4,9 @@
 #   source deploy/local/local-cluster.sh
 #   cluster_begin                     # temp dir in $work, cleanup trap
 #   start_zookeeper [PORT]            # sets zk_port, zk_pid (free port if PORT is taken/absent)
-#   start_turnstiled [PORT] [FLAGS…]  # sets ts_port, ts_pid
-# Needs: java (Debian's zookeeper package), nc, python3, build/server/turnstiled.
+#   start_turnstiled [PORT] [FLAGS…]  # sets ts_port, ts_pid; returns once SERVING
+# Needs: java (Debian's zookeeper package), nc, python3, build/server/turnstiled,
+# build/client/turnstile.
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -55,7 +56,9 @@ CFG
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$work/zoo.cfg" > "$work/zk.log" 2>&1 &
   zk_pid=$!
   local deadline=$((SECONDS + 60))
-  until [ "$(echo ruok | nc -q1 127.0.0.1 "$zk_port" 2>/dev/null || true)" = imok ]; do
+  # timeout: a connection accepted while ZooKeeper is still starting may get
+  # no reply and no close, and nc would wait on it forever.
+  until [ "$(echo ruok | timeout 3 nc -w 2 -q1 127.0.0.1 "$zk_port" 2>/dev/null || true)" = imok ]; do
     kill -0 "$zk_pid" 2>/dev/null || { echo "ZooKeeper failed to start:"; tail -20 "$work/zk.log"; exit 1; }
     [ $SECONDS -lt $deadline ] || { echo "ZooKeeper did not answer ruok in 60s"; tail -20 "$work/zk.log"; exit 1; }
     sleep 0.2
@@ -76,5 +79,12 @@ start_turnstiled() {
     [ $SECONDS -lt $deadline ] || { echo "turnstiled did not start"; cat "$work/turnstiled.log"; exit 1; }
     sleep 0.1
   done
-  echo "== $(head -1 "$work/turnstiled.log") (pid $ts_pid)"
+  # Listening is not serving: wait for health SERVING (ZooKeeper session up).
+  until "$top/build/client/turnstile" --server "127.0.0.1:$ts_port" --rpc-timeout 2s health \
+      > /dev/null 2>&1; do
+    kill -0 "$ts_pid" 2>/dev/null || { cat "$work/turnstiled.log"; exit 1; }
+    [ $SECONDS -lt $deadline ] || { echo "turnstiled not SERVING after 30s"; cat "$work/turnstiled.log"; exit 1; }
+    sleep 0.2
+  done
+  echo "== $(head -1 "$work/turnstiled.log") (pid $ts_pid), SERVING"
 }
