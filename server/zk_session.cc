@@ -10,6 +10,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -105,9 +106,18 @@ class ZkClientSession final : public ZkSession {
     listener_ = std::move(listener);
   }
 
+  // A connect string that does not parse fails here. One whose names do not
+  // resolve yet (DNS not ready, a Service or container not created yet) does
+  // not: the replica starts NOT_SERVING and keeps trying, with backoff.
   absl::Status Start() override {
-    std::lock_guard<std::mutex> l(mu_);
-    return OpenLocked(nullptr);
+    absl::Status s;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      s = OpenLocked(nullptr);
+      if (s.ok() || !absl::IsUnavailable(s) || zh_ != nullptr) return s;
+    }
+    ScheduleRetry(s);
+    return absl::OkStatus();
   }
 
   void Close() override {
@@ -443,19 +453,28 @@ class ZkClientSession final : public ZkSession {
       s = OpenLocked(nullptr);
       if (!s.ok() && zh_ != nullptr) return;  // opened; auth setup failed (kAuthFailed follows)
     }
-    std::lock_guard<std::mutex> l(work_mu_);
     if (s.ok()) {
+      std::lock_guard<std::mutex> l(work_mu_);
       reopen_backoff_ = kMinReopenBackoff;
       return;
     }
     // zookeeper_init fails when no server name resolves (a DNS outage often
     // comes with the network trouble that expired the session). Try again
-    // with backoff, on this worker thread, until it works or Close() runs:
+    // with backoff, on the worker thread, until it works or Close() runs:
     // giving up would leave the replica NOT_SERVING for good.
-    std::fprintf(stderr, "turnstile: cannot reopen ZooKeeper session (retry in %lld ms): %s\n",
-                 static_cast<long long>(reopen_backoff_.count()), std::string(s.message()).c_str());
-    reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
-    reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
+    ScheduleRetry(s);
+  }
+
+  void ScheduleRetry(const absl::Status& why) {
+    {
+      std::lock_guard<std::mutex> l(work_mu_);
+      std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %lld ms): %s\n",
+                   static_cast<long long>(reopen_backoff_.count()),
+                   std::string(why.message()).c_str());
+      reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
+      reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
+    }
+    work_cv_.notify_all();
   }
 
   absl::Status OpenLocked(const clientid_t* id) {
@@ -467,9 +486,13 @@ class ZkClientSession final : public ZkSession {
                          static_cast<int>(options_.session_timeout.count()), id,
                          this, 0);
     if (zh_ == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "zookeeper_init failed for \"", options_.connect_string,
-          "\": ", std::strerror(errno)));
+      // EINVAL: the connect string does not parse (a configuration error).
+      // Anything else (ENOENT, EAGAIN...: getaddrinfo found no address) may
+      // pass: Unavailable.
+      int err = errno;
+      std::string msg = absl::StrCat("zookeeper_init failed for \"", options_.connect_string,
+                                     "\": ", std::strerror(err));
+      return err == EINVAL ? absl::InvalidArgumentError(msg) : absl::UnavailableError(msg);
     }
     if (negotiated_timeout_ms_ == 0) {
       negotiated_timeout_ms_ = static_cast<int>(options_.session_timeout.count());
@@ -500,26 +523,31 @@ class ZkClientSession final : public ZkSession {
     work_cv_.notify_one();
   }
 
-  // Runs posted work in order; also the retries of a failed Reopen() when
+  // Runs posted work in order; also the retries of a failed open when
   // reopen_at_ is due (other work keeps flowing while one is pending).
   void WorkerLoop() {
+    using Clock = std::chrono::steady_clock;
     for (;;) {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> l(work_mu_);
-        auto ready = [this] { return stop_worker_ || !work_.empty(); };
-        if (reopen_at_.has_value()) {
-          if (!work_cv_.wait_until(l, *reopen_at_, ready)) {
-            reopen_at_.reset();
-            fn = [this] { Reopen(); };
+        for (;;) {
+          if (!work_.empty() || stop_worker_) break;
+          if (reopen_at_.has_value() && Clock::now() >= *reopen_at_) break;
+          if (reopen_at_.has_value()) {
+            work_cv_.wait_until(l, *reopen_at_);
+          } else {
+            work_cv_.wait(l);
           }
-        } else {
-          work_cv_.wait(l, ready);
         }
-        if (!fn) {
-          if (work_.empty()) break;  // stopping
+        if (!work_.empty()) {
           fn = std::move(work_.front());
           work_.pop_front();
+        } else if (stop_worker_) {
+          break;
+        } else {  // a retry is due
+          reopen_at_.reset();
+          fn = [this] { Reopen(); };
         }
       }
       fn();

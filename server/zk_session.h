@@ -114,6 +114,9 @@ class ZkSession {
 
   // Must be set before Start(); called on the completion thread.
   virtual void SetSessionListener(SessionListener listener) = 0;
+  // Opens the session. Fails (InvalidArgument) if the connect string does
+  // not parse; if its names do not resolve yet, succeeds and keeps trying in
+  // the background (the session is simply not connected until then).
   virtual absl::Status Start() = 0;
   // Closes the session: its ephemeral nodes vanish at once. May block.
   virtual void Close() = 0;

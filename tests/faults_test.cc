@@ -215,6 +215,52 @@ TEST_F(FaultsTest, FailedReopenAfterExpiryIsRetriedUntilItWorks) {
   ASSERT_TRUE(s.Await(AcquireEvent::RELEASED));
 }
 
+// A replica whose ZooKeeper names do not resolve yet at start-up (DNS not
+// ready, the ZooKeeper Service or container not created yet) starts
+// NOT_SERVING and keeps trying; it serves once they do.
+TEST_F(FaultsTest, UnresolvableZooKeeperAtStartIsRetried) {
+  UseServer(SharedZkServer().ConnectString());
+  std::atomic<int> opens{0};
+  ZkClientOptions o;
+  o.connect_string = connect_;
+  o.session_timeout = milliseconds(6000);
+  o.before_open = [&]() -> absl::Status {
+    return ++opens <= 2 ? absl::UnavailableError("injected: cannot resolve ZooKeeper hosts")
+                        : absl::OkStatus();
+  };
+  auto r = StartReplica(TestConfig(connect_, root_), NewZkClientSession(o));
+  ASSERT_TRUE(r) << "Start must not fail while names do not resolve";
+  EXPECT_EQ(opens.load(), 3);
+  auto stub = NewStub(r->address());
+  AcquireStream s(stub.get(), OpenMsg("late-zk", milliseconds(10000)));
+  ASSERT_TRUE(s.Await(AcquireEvent::ACQUIRED));
+  s.SendRelease();
+  ASSERT_TRUE(s.Await(AcquireEvent::RELEASED));
+}
+
+// turnstiled itself: a connect string that does not parse is a configuration
+// error (exit 1 at once); one whose host does not resolve leaves it running,
+// NOT_SERVING, until SIGTERM.
+TEST_F(FaultsTest, TurnstiledFailsFastOnlyOnAMalformedConnectString) {
+  auto bad = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0",
+                                  "--metrics-listen", "", "--zk", "no-port-here"});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->Wait(milliseconds(20000)), 1);
+
+  auto waiting = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0",
+                                      "--metrics-listen", "", "--zk", "zk.turnstile-test.invalid:2181",
+                                      "--log-level", "error"});
+  ASSERT_TRUE(waiting);
+  auto line = waiting->AwaitLine("turnstiled", milliseconds(30000));
+  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos);
+  std::string address = line->substr(line->find("listening on ") + 13);
+  address = address.substr(0, address.find(' '));
+  EXPECT_FALSE(IsServing(address));
+  EXPECT_FALSE(waiting->Wait(milliseconds(0)).has_value()) << "must keep running";
+  waiting->Signal(SIGTERM);
+  EXPECT_EQ(waiting->Wait(milliseconds(20000)), 0);
+}
+
 // Must-show 8: ZooKeeper stopped and restarted within the session timeout.
 TEST_F(FaultsTest, ZooKeeperRestartWithinSessionTimeoutSuspendsAndResumes) {
   auto server = ZkServer::Start();
