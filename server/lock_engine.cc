@@ -560,6 +560,22 @@ void LockEngine::IssueCreate(Contender* c) {
               });
 }
 
+namespace {
+
+// A ZooKeeper write that failed for good. NO_AUTH means this replica's
+// ZooKeeper credentials (--zk-auth-file) do not match the ACL of nodes made
+// by replicas with other credentials: PERMISSION_DENIED, saying so.
+absl::Status ZkWriteFailure(const char* what, const std::string& path, ZkCode code) {
+  if (code == ZkCode::kNoAuth) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, " under ", path, " was refused by ZooKeeper (NO_AUTH): this replica's "
+        "ZooKeeper credentials (--zk-auth-file) differ from those that created the nodes"));
+  }
+  return absl::InternalError(absl::StrCat(what, " failed: ", ZkCodeName(code)));
+}
+
+}  // namespace
+
 void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                            const std::string& path, const ZkStat& stat) {
   std::lock_guard<std::mutex> l(mu_);
@@ -586,9 +602,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                       c->state = State::kPendingCreate;
                       Stall(c);
                     } else if (!IsSessionGone(code)) {
-                      FailWait(c, absl::InternalError(absl::StrCat(
-                                      "creating the lock node failed: ",
-                                      ZkCodeName(code))));
+                      FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path, code));
                     }
                   }
                   Deliver();
@@ -604,8 +618,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   }
   if (IsSessionGone(code)) return;  // the expiry handler re-queues it
   if (code != ZkCode::kOk) {
-    FailWait(c, absl::InternalError(
-                    absl::StrCat("create failed: ", ZkCodeName(code))));
+    FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path, code));
     return;
   }
   c->node = path.substr(path.rfind('/') + 1);

@@ -1,0 +1,174 @@
+// Security is configuration: TLS on the gRPC port (--tls-cert-file,
+// --tls-key-file) and ZooKeeper auth (--zk-auth-file: nodes get the
+// creator-only ACL). Real replicas on the shared real ZooKeeper; certificates
+// are made per test run with the openssl CLI (nothing secret is committed).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int Shell(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/turnstile-sec-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("sec");
+  }
+  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  // A self-signed certificate for 127.0.0.1 / localhost: <name>.crt, <name>.key.
+  void MakeCert(const std::string& name) {
+    std::string cmd = absl::StrCat(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 ",
+        "-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost ",
+        "-keyout '", dir_, "/", name, ".key' -out '", dir_, "/", name, ".crt' > '", dir_,
+        "/openssl.log' 2>&1");
+    ASSERT_EQ(Shell(cmd), 0) << ReadFile(dir_ + "/openssl.log");
+  }
+
+  std::unique_ptr<v1::LockService::Stub> TlsStub(const std::string& address,
+                                                 const std::string& ca_file) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(ca_file);
+    return v1::LockService::NewStub(grpc::CreateChannel(address, grpc::SslCredentials(ssl)));
+  }
+
+  // Describe with a short deadline; the status code.
+  grpc::StatusCode DescribeCode(v1::LockService::Stub* stub) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::DescribeRequest req;
+    req.set_name("tls-lock");
+    v1::DescribeResponse resp;
+    return stub->Describe(&ctx, req, &resp).error_code();
+  }
+
+  std::string dir_, connect_, root_;
+};
+
+TEST_F(SecurityTest, TlsServesOnlyClientsThatTrustTheCertificate) {
+  MakeCert("server");
+  MakeCert("other");
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.tls_cert_file = dir_ + "/server.crt";
+  cfg.tls_key_file = dir_ + "/server.key";
+  auto r = StartReplica(cfg);
+  ASSERT_TRUE(r);
+  const std::string address = absl::StrCat("127.0.0.1:", r->port());
+
+  // A client trusting the certificate: a full Acquire round trip.
+  auto stub = TlsStub(address, dir_ + "/server.crt");
+  AcquireStream s(stub.get(), OpenMsg("tls-lock", milliseconds(10000), "tls-owner"));
+  auto got = s.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(got);
+  EXPECT_GT(got->acquired().fencing_token(), 0);
+  EXPECT_EQ(DescribeCode(stub.get()), grpc::StatusCode::OK);
+
+  // Plaintext, and TLS trusting another certificate, are refused; the
+  // holder is undisturbed.
+  EXPECT_EQ(DescribeCode(NewStub(address).get()), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(DescribeCode(TlsStub(address, dir_ + "/other.crt").get()),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(s.Next(milliseconds(0)).has_value());
+
+  // The CLI: --tls-ca-file works, plaintext does not.
+  std::string cli = absl::StrCat(std::string(CLI_PATH), " --server ", address, " --rpc-timeout 3s ");
+  EXPECT_EQ(Shell(cli + "--tls-ca-file '" + dir_ + "/server.crt' health > /dev/null 2>&1"), 0);
+  EXPECT_EQ(Shell(cli + "--tls-ca-file '" + dir_ + "/server.crt' describe tls-lock > '" + dir_ +
+                "/describe.txt' 2>&1"),
+            0);
+  EXPECT_NE(ReadFile(dir_ + "/describe.txt").find("owner=tls-owner"), std::string::npos)
+      << ReadFile(dir_ + "/describe.txt");
+  EXPECT_EQ(Shell(cli + "health > /dev/null 2>&1"), 1);
+
+  s.SendRelease();
+  ASSERT_TRUE(s.Await(AcquireEvent::RELEASED));
+
+  // Half a TLS configuration, or an unreadable file, is refused at start.
+  ReplicaConfig half = TestConfig(connect_, root_);
+  half.tls_cert_file = dir_ + "/server.crt";
+  EXPECT_EQ(Replica::Start(half).status().code(), absl::StatusCode::kInvalidArgument);
+  ReplicaConfig missing = TestConfig(connect_, root_);
+  missing.tls_cert_file = dir_ + "/nope.crt";
+  missing.tls_key_file = dir_ + "/server.key";
+  EXPECT_FALSE(Replica::Start(missing).ok());
+}
+
+TEST_F(SecurityTest, ZooKeeperAuthMakesNodesCreatorOnly) {
+  std::ofstream(dir_ + "/alice.auth") << "digest:alice:correct-horse\n";
+  std::ofstream(dir_ + "/mallory.auth") << "digest:mallory:guess\n";
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.zk_auth_file = dir_ + "/alice.auth";
+  auto r1 = StartReplica(cfg);
+  auto r2 = StartReplica(cfg);
+  ASSERT_TRUE(r1 && r2);
+  auto s1 = NewStub(r1->address());
+  auto s2 = NewStub(r2->address());
+
+  // Replicas sharing the credentials share the locks.
+  AcquireStream holder(s1.get(), OpenMsg("acl", milliseconds(30000)));
+  auto granted = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(granted);
+  AcquireStream waiter(s2.get(), OpenMsg("acl", milliseconds(30000)));
+  auto q = waiter.Next();
+  ASSERT_TRUE(q && q->type() == AcquireEvent::QUEUED);
+
+  // A session without the credentials can neither list nor delete them.
+  SyncZk anonymous(connect_);
+  const std::string lock_path = root_ + "/" + EncodeLockName("acl");
+  auto children = anonymous.Children(lock_path);
+  EXPECT_FALSE(children.ok()) << "listing a creator-only lock node must fail";
+  // A lease id is "<encoded lock name>/<node name>".
+  std::string holder_node = root_ + "/" + granted->acquired().lease_id();
+  ASSERT_TRUE(anonymous.Exists(holder_node).ok()) << holder_node;
+  EXPECT_EQ(anonymous.Delete(holder_node), ZkCode::kNoAuth);
+  EXPECT_EQ(anonymous.Create(lock_path + "/intruder", "", CreateMode::kPersistent), ZkCode::kNoAuth);
+
+  // A replica with other credentials cannot take part; nothing held moves.
+  ReplicaConfig other = cfg;
+  other.zk_auth_file = dir_ + "/mallory.auth";
+  auto r3 = StartReplica(other);
+  ASSERT_TRUE(r3);
+  auto s3 = NewStub(r3->address());
+  AcquireStream intruder(s3.get(), OpenMsg("acl", milliseconds(3000)));
+  auto end = intruder.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED) << end->error_message();
+  EXPECT_FALSE(holder.Next(milliseconds(0)).has_value());
+
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::ACQUIRED));
+  waiter.SendRelease();
+  ASSERT_TRUE(waiter.Await(AcquireEvent::RELEASED));
+}
+
+}  // namespace
+}  // namespace turnstile::testing
