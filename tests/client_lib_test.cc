@@ -3,6 +3,7 @@
 // wait has a deadline; the only plain sleep is a bounded hold time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -463,6 +464,55 @@ TEST_F(ClientLibTest, TryOnceAndWaitTimeoutCodes) {
   ASSERT_TRUE(holder->Release().ok());
   auto free_once = c2_->Acquire("busy", Opts(milliseconds(0)));
   EXPECT_TRUE(free_once.ok()) << free_once.status();
+}
+
+// A waiter whose replica drains (rolling restart) is told UNAVAILABLE; the
+// library opens the wait again until its timeout, and through a target that
+// lists several replicas the retry reaches a live one. With retries off the
+// UNAVAILABLE reaches the caller.
+TEST_F(ClientLibTest, WaitSurvivesADrainingReplicaThroughAMultiReplicaTarget) {
+  auto holder = c2_->Acquire("roll", Opts(milliseconds(0), "holder"));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+
+  for (bool retry : {false, true}) {
+    SCOPED_TRACE(retry ? "retry_unavailable" : "no retries");
+    auto doomed = StartReplica(TestConfig(zk_connect_, root_));
+    ASSERT_TRUE(doomed);
+    // pick_first over [doomed, r2]: calls go to `doomed` while it is up.
+    tc::ClientOptions o;
+    o.target = absl::StrCat("ipv4:", doomed->address(), ",", r2_->address());
+    o.default_owner = "roller";
+    o.retry_unavailable = retry;
+    auto client = tc::Client::Connect(o);
+    ASSERT_TRUE(client.ok()) << client.status();
+    Positions queued;
+    auto opts = Opts(milliseconds(30000), "roller");
+    opts.on_queued = queued.Callback();
+    auto waiter = std::async(std::launch::async, [&] { return (*client)->Acquire("roll", opts); });
+    ASSERT_TRUE(ContendersBecome("roll", 2));
+    auto before = zk_->Contenders(LockPath("roll"));
+    std::sort(before.begin(), before.end());
+    doomed->Drain();  // no holders there: NOT_SERVING, waiters UNAVAILABLE, session closed
+    if (!retry) {
+      auto got = Get(waiter);
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+      EXPECT_TRUE(ContendersBecome("roll", 1));
+      continue;
+    }
+    // The retry queues again (a new node) through r2; the release hands it over.
+    ASSERT_TRUE(WaitFor([&] {
+      auto nodes = zk_->Contenders(LockPath("roll"));
+      std::sort(nodes.begin(), nodes.end());
+      return nodes.size() == 2 && nodes != before;
+    }, milliseconds(15000)));
+    EXPECT_EQ(waiter.wait_for(milliseconds(0)), std::future_status::timeout) << "still waiting";
+    ASSERT_TRUE(holder->Release().ok());
+    auto got = Get(waiter);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_GT(got->fencing_token(), holder->fencing_token());
+    ASSERT_TRUE(got->Release().ok());
+    EXPECT_TRUE(ContendersBecome("roll", 0));
+  }
 }
 
 }  // namespace

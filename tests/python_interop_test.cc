@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
@@ -326,6 +327,49 @@ print("OK", flush=True)
   auto line = child->ReadLine(milliseconds(60000));
   EXPECT_EQ(line, std::optional<std::string>("OK"));
   EXPECT_EQ(child->Wait(milliseconds(30000)), std::optional<int>(0));
+}
+
+// The Python client retries a wait that ends UNAVAILABLE: its replica drains
+// (rolling restart) and, through a target naming two replicas, the retry
+// queues on the live one and is granted when the holder releases.
+TEST_F(PythonInteropTest, PythonWaitSurvivesADrainingReplica) {
+  AcquireStream holder(s2_.get(), OpenMsg("py-roll", milliseconds(60000), "cpp-holder"));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  const std::string script = R"PY(
+import sys
+from turnstile_client import Client
+c = Client(sys.argv[1])
+print("WAITING", flush=True)
+lock = c.acquire("py-roll", wait_timeout=30, owner="py-roller")
+print("ACQUIRED", lock.fencing_token, flush=True)
+lock.release()
+print("OK", flush=True)
+)PY";
+  // pick_first over [r1, r2]: the wait starts on r1.
+  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
+                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                    "exec(sys.argv.pop(1))",
+                                    script, absl::StrCat("ipv4:", r1_->address(), ",", r2_->address())});
+  ASSERT_TRUE(child);
+  ASSERT_TRUE(child->AwaitLine("WAITING", milliseconds(30000)));
+  SyncZk zk(zk_connect_);
+  const std::string lock_path = root_ + "/" + EncodeLockName("py-roll");
+  ASSERT_TRUE(WaitFor([&] { return zk.Contenders(lock_path).size() == 2; }, milliseconds(20000)));
+  auto before = zk.Contenders(lock_path);
+  std::sort(before.begin(), before.end());
+  ASSERT_EQ(r1_->engine().stats().contenders, 1u) << "the Python wait should be on r1";
+  r1_->Drain();
+  ASSERT_TRUE(WaitFor([&] {
+    auto now = zk.Contenders(lock_path);
+    std::sort(now.begin(), now.end());
+    return now.size() == 2 && now != before;
+  }, milliseconds(20000))) << "the retry did not queue again";
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  auto acquired = child->AwaitLine("ACQUIRED", milliseconds(20000));
+  ASSERT_TRUE(acquired);
+  EXPECT_EQ(child->AwaitLine("OK", milliseconds(20000)), std::optional<std::string>("OK"));
+  EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
 }  // namespace

@@ -820,10 +820,39 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
   open.set_kind(v1::LOCK_KIND_EXCLUSIVE);
 
-  auto core = std::make_shared<HoldCore>(im.stub, im.keepaliver, im.registry, name, key,
-                                         options.ttl, options.on_change);
-  absl::Status st = core->Start(open, options.wait_timeout, options.on_queued);
-  if (!st.ok()) return st;
+  // A wait that ends UNAVAILABLE (the replica is draining, lost ZooKeeper,
+  // or cannot be reached; or CANCELLED by a replica shutting down) is
+  // opened again until the wait timeout, with
+  // backoff: through a load-balanced target the retry reaches another
+  // replica, so rolling restarts do not fail waiters. The retry queues anew
+  // (the old replica deleted its node, or its session will). Try-once
+  // (wait_timeout 0) is not retried.
+  const auto deadline = std::chrono::steady_clock::now() + options.wait_timeout;
+  Millis backoff(50);
+  std::shared_ptr<HoldCore> core;
+  for (;;) {
+    Millis remaining = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (options.wait_timeout > Millis(0)) {
+      remaining = std::max(remaining, Millis(1));
+      SetDuration(remaining, open.mutable_wait_timeout());
+    } else {
+      remaining = Millis(0);
+    }
+    core = std::make_shared<HoldCore>(im.stub, im.keepaliver, im.registry, name, key,
+                                      options.ttl, options.on_change);
+    absl::Status st = core->Start(open, remaining, options.on_queued);
+    if (st.ok()) break;
+    // CANCELLED cannot come from the caller here (Acquire blocks): it is a
+    // replica shutting down and cancelling the calls it still has.
+    const bool retryable = absl::IsUnavailable(st) || absl::IsCancelled(st);
+    if (!retryable || !im.options.retry_unavailable ||
+        options.wait_timeout <= Millis(0) ||
+        std::chrono::steady_clock::now() + backoff >= deadline) {
+      return st;
+    }
+    std::this_thread::sleep_for(backoff);  // retry backoff, bounded by the deadline
+    backoff = std::min(backoff * 2, Millis(1000));
+  }
   if (options.ttl > Millis(0)) im.keepaliver->Add(core->lease_id(), options.ttl, core);
   if (options.reentrant) im.registry->Put(key, core);
   return Lock(std::make_shared<Lock::Hold>(std::move(core), 0));

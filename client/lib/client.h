@@ -53,6 +53,12 @@ struct ClientOptions {
   std::string tls_ca_file;
   // Owner recorded on every Acquire unless AcquireOptions.owner is set.
   std::string default_owner;
+  // An Acquire whose wait ends UNAVAILABLE (replica draining, without
+  // ZooKeeper, or unreachable; or CANCELLED by a replica shutting down) is
+  // retried with backoff (50 ms doubling to
+  // 1 s) until its wait_timeout; with a load-balanced target the retry lands
+  // on another replica. The retry queues anew. Try-once is never retried.
+  bool retry_unavailable = true;
 };
 
 enum class LockState {
@@ -98,7 +104,8 @@ class Client {
 
   // Blocks until the lock is held or the wait ends: DEADLINE_EXCEEDED (wait
   // timeout), FAILED_PRECONDITION (try-once on a held lock), or the server's
-  // error (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
+  // error (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE once retries
+  // ran out of wait time — see ClientOptions::retry_unavailable, ...).
   absl::StatusOr<Lock> Acquire(const std::string& name, const AcquireOptions& options);
 
   // Release / KeepAlive by lease id (e.g. a lease handed over by another

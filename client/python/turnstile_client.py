@@ -322,17 +322,25 @@ _CODES = {c.value[0]: c for c in grpc.StatusCode}
 class Client:
     """A connection to one turnstile replica.
 
-    target: "host:port". stubs_dir: see load_stubs(). credentials: optional
+    target: "host:port", or any gRPC target, e.g. "ipv4:10.0.0.1:7400,10.0.0.2:7400"
+    (several replicas). stubs_dir: see load_stubs(). credentials: optional
     grpc.ChannelCredentials (TLS); insecure otherwise. timeout: deadline in
     seconds for the unary calls (Describe, List, Release, KeepAlive).
+    retry_unavailable: an acquire whose wait ends UNAVAILABLE (its replica
+    drains, loses ZooKeeper or cannot be reached; or CANCELLED by a replica
+    shutting down) is opened again with backoff
+    (0.05 s doubling to 1 s) until its wait_timeout; through a target naming
+    several replicas the retry reaches a live one. The retry joins the queue
+    again at its end. Try-once (wait_timeout 0) is never retried.
     """
 
     def __init__(self, target: str, stubs_dir: Optional[str] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 timeout: float = 10.0, options=None):
+                 timeout: float = 10.0, options=None, retry_unavailable: bool = True):
         self._pb2, pb2_grpc = load_stubs(stubs_dir)
         self.target = target
         self.timeout = timeout
+        self.retry_unavailable = retry_unavailable
         if credentials is not None:
             self._channel = grpc.secure_channel(target, credentials, options=options)
         else:
@@ -359,7 +367,25 @@ class Client:
         the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
         DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
         answer within wait_timeout + grace, the wait is cancelled and
-        DEADLINE_EXCEEDED raised."""
+        DEADLINE_EXCEEDED raised. UNAVAILABLE is retried until wait_timeout
+        (see Client's retry_unavailable)."""
+        end = time.monotonic() + max(wait_timeout, 0.0)
+        backoff = 0.05
+        while True:
+            try:
+                return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace)
+            except TurnstileError as e:
+                # CANCELLED here comes from the server side (a replica that
+                # shuts down cancels the calls it still has): retried too.
+                if (e.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+                        or not self.retry_unavailable
+                        or wait_timeout <= 0 or time.monotonic() + backoff >= end):
+                    raise
+            time.sleep(backoff)  # retry backoff, bounded by the wait timeout
+            backoff = min(backoff * 2, 1.0)
+            wait_timeout = max(end - time.monotonic(), 0.001)
+
+    def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace) -> Lock:
         pb = self._pb2
         open_msg = pb.AcquireOpen(
             name=name, owner=owner, metadata=metadata or {},
