@@ -67,8 +67,18 @@ have=$(node -e 'try { console.log(require(process.argv[1]).version) } catch (e) 
   "$modules/kubernetes-models/package.json")
 if [ "$have" != "$KUBERNETES_MODELS_VERSION" ]; then
   echo "== npm install kubernetes-models@$KUBERNETES_MODELS_VERSION into $work/npm"
-  npm install --no-audit --no-fund --loglevel=error --prefix "$work/npm" \
-    "kubernetes-models@$KUBERNETES_MODELS_VERSION" >/dev/null ||
+  # Three tries: a transient registry hiccup must not fail the suite.
+  ok=0
+  for attempt in 1 2 3; do
+    if npm install --no-audit --no-fund --loglevel=error --prefix "$work/npm" \
+        "kubernetes-models@$KUBERNETES_MODELS_VERSION" >/dev/null; then
+      ok=1
+      break
+    fi
+    echo "== npm install failed (attempt $attempt of 3)"
+    sleep $((attempt * 5))
+  done
+  [ $ok -eq 1 ] ||
     { echo "FAIL: npm install kubernetes-models@$KUBERNETES_MODELS_VERSION (npm registry reachable?)"; exit 1; }
 else
   echo "== kubernetes-models@$have already in $work/npm (no network needed)"

@@ -15,5 +15,6 @@ echo "install-deps: installing ${missing[*]}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Retries: a transient archive hiccup must not fail a fresh machine's set-up.
+$sudo apt-get -o Acquire::Retries=3 update -q
+$sudo apt-get -o Acquire::Retries=3 install -y -q --no-install-recommends "${missing[@]}"
