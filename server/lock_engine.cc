@@ -1357,35 +1357,44 @@ void LockEngine::List(const std::string& prefix, int limit,
     std::sort(names.begin(), names.end());
     if (names.empty()) return done(LockList{});
     // Empty lock nodes linger until ZooKeeper reaps containers: keep only
-    // locks that have contenders now.
-    struct Gather {
-      std::mutex mu;
-      size_t left;
-      std::vector<bool> live;
-    };
-    auto g = std::make_shared<Gather>();
-    g->left = names.size();
-    g->live.assign(names.size(), false);
-    for (size_t i = 0; i < names.size(); ++i) {
-      zk_->Exists(options_.root + "/" + names[i].second,
-                  [g, i, names, limit, done](ZkCode code, const ZkStat& stat) {
-                    std::unique_lock<std::mutex> l(g->mu);
-                    g->live[i] = code == ZkCode::kOk && stat.num_children > 0;
-                    if (--g->left > 0) return;
-                    LockList out;
-                    for (size_t j = 0; j < names.size(); ++j) {
-                      if (!g->live[j]) continue;
-                      if (out.names.size() == static_cast<size_t>(limit)) {
-                        out.truncated = true;
-                        break;
-                      }
-                      out.names.push_back(names[j].first);
-                    }
-                    l.unlock();
-                    done(std::move(out));
-                  });
-    }
+    // locks that have contenders now. One Exists per candidate, in name
+    // order, kListBatch at a time, stopping once limit + 1 live locks are
+    // known: the cost follows the answer, not the number of lock nodes.
+    auto job = std::make_shared<ListJob>();
+    job->names = std::move(names);
+    job->limit = static_cast<size_t>(limit);
+    job->done = std::move(done);
+    ListBatch(std::move(job));
   });
+}
+
+void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
+  const size_t begin = job->next;
+  const size_t end = std::min(job->names.size(), begin + kListBatch);
+  job->next = end;
+  job->live.assign(end - begin, false);
+  job->left = end - begin;
+  for (size_t i = begin; i < end; ++i) {
+    zk_->Exists(options_.root + "/" + job->names[i].second,
+                [this, job, i, begin](ZkCode code, const ZkStat& stat) {
+                  std::unique_lock<std::mutex> l(job->mu);
+                  job->live[i - begin] = code == ZkCode::kOk && stat.num_children > 0;
+                  if (--job->left > 0) return;
+                  for (size_t j = 0; j < job->live.size(); ++j) {
+                    if (job->live[j]) job->out.names.push_back(job->names[begin + j].first);
+                  }
+                  if (job->out.names.size() > job->limit) {
+                    job->out.names.resize(job->limit);
+                    job->out.truncated = true;
+                  } else if (job->next < job->names.size()) {
+                    l.unlock();
+                    ListBatch(job);  // from this completion: issues async calls only
+                    return;
+                  }
+                  l.unlock();
+                  job->done(std::move(job->out));
+                });
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -185,6 +185,8 @@ class LockEngine {
                 std::function<void(absl::StatusOr<LockDescription>)> done);
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done);
+  // List checks candidate lock nodes this many at a time.
+  static constexpr size_t kListBatch = 128;
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
   void BeginDrain();
@@ -203,6 +205,19 @@ class LockEngine {
   const EngineOptions& options() const { return options_; }
 
  private:
+  // One List call in progress: candidates in name order, checked in batches.
+  struct ListJob {
+    std::vector<std::pair<std::string, std::string>> names;  // name, znode segment
+    size_t limit = 0;
+    std::function<void(absl::StatusOr<LockList>)> done;
+    std::mutex mu;
+    size_t next = 0;         // first candidate not yet asked about
+    size_t left = 0;         // GUARDED_BY(mu) answers missing in this batch
+    std::vector<bool> live;  // GUARDED_BY(mu) this batch's answers
+    LockList out;            // GUARDED_BY(mu)
+  };
+  void ListBatch(std::shared_ptr<ListJob> job);
+
   enum class State {
     kPendingCreate,  // no node; create not yet issued (no session)
     kCreating,       // create in flight

@@ -373,6 +373,56 @@ TEST_F(LockServiceTest, DescribeListsHoldersAndWaitersInOrder) {
   EXPECT_EQ(after_release.names_size(), 3);
 }
 
+// List among many empty lock nodes (left for ZooKeeper to reap): only locks
+// with contenders are listed, in name order, across check batches; its
+// ZooKeeper reads follow the answer (one batch for a small limit), not the
+// number of lock nodes.
+TEST_F(LockServiceTest, ListSkipsEmptyLockNodesAndStopsEarly) {
+  const size_t kEmpty = 3 * LockEngine::kListBatch;
+  for (size_t i = 0; i < kEmpty; ++i) {
+    ASSERT_EQ(zk_->Create(LockPath(absl::StrCat("many/", 1000 + i)), "", CreateMode::kPersistent),
+              ZkCode::kOk);
+  }
+  // Live locks: the first two names, one in the third batch, and the last.
+  std::vector<std::unique_ptr<AcquireStream>> live;
+  for (const char* n : {"many/0000", "many/0001", "many/1300x", "many/zzzz"}) {
+    live.push_back(Hold(s2_.get(), n));
+  }
+  auto list = [&](int limit) {
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    req.set_prefix("many/");
+    req.set_limit(limit);
+    v1::ListResponse resp;
+    EXPECT_TRUE(s1_->List(&ctx, req, &resp).ok());
+    return resp;
+  };
+  auto names = [](const v1::ListResponse& r) {
+    return std::vector<std::string>(r.names().begin(), r.names().end());
+  };
+  auto exists_calls = [&] { return r1_->zk().call_count(ZkOp::kExists); };
+
+  uint64_t before = exists_calls();
+  auto all = list(0);
+  EXPECT_EQ(names(all), (std::vector<std::string>{"many/0000", "many/0001", "many/1300x", "many/zzzz"}));
+  EXPECT_FALSE(all.truncated());
+  EXPECT_EQ(exists_calls() - before, kEmpty + 4) << "every candidate checked once";
+
+  before = exists_calls();
+  auto first = list(1);
+  EXPECT_EQ(names(first), (std::vector<std::string>{"many/0000"}));
+  EXPECT_TRUE(first.truncated());
+  EXPECT_EQ(exists_calls() - before, LockEngine::kListBatch)
+      << "limit + 1 live locks known after the first batch: no more reads";
+
+  auto two = list(2);  // the third live lock is two batches further
+  EXPECT_EQ(names(two), (std::vector<std::string>{"many/0000", "many/0001"}));
+  EXPECT_TRUE(two.truncated());
+  auto four = list(4);
+  EXPECT_EQ(names(four).size(), 4u);
+  EXPECT_FALSE(four.truncated());
+}
+
 // Fencing tokens keep increasing when the lock's node is deleted and made
 // again (czxid is global; a per-lock sequence would restart at 0).
 TEST_F(LockServiceTest, FencingTokensIncreaseAcrossARecreatedLockNode) {
