@@ -108,6 +108,26 @@ TEST_F(SecurityTest, TlsServesOnlyClientsThatTrustTheCertificate) {
       << ReadFile(dir_ + "/describe.txt");
   EXPECT_EQ(Shell(cli + "health > /dev/null 2>&1"), 1);
 
+  // The Python client with TLS credentials trusting the certificate sees the
+  // holder; without them it gets UNAVAILABLE.
+  const std::string py = absl::StrCat(
+      "TURNSTILE_PY_STUBS='", PY_STUBS_DIR, "' PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '\n"
+      "import sys, grpc\n"
+      "sys.path.insert(0, \"", PY_CLIENT_DIR, "\")\n"
+      "from turnstile_client import Client, TurnstileError\n"
+      "creds = grpc.ssl_channel_credentials(open(sys.argv[2], \"rb\").read())\n"
+      "d = Client(sys.argv[1], credentials=creds).describe(\"tls-lock\")\n"
+      "assert d.holders[0].owner == \"tls-owner\", d\n"
+      "try:\n"
+      "    Client(sys.argv[1], timeout=3).describe(\"tls-lock\")\n"
+      "    raise SystemExit(\"plaintext Describe succeeded\")\n"
+      "except TurnstileError as e:\n"
+      "    assert e.code == grpc.StatusCode.UNAVAILABLE, e\n"
+      "print(\"OK\")\n"
+      "' ", address, " '", dir_, "/server.crt' > '", dir_, "/py.txt' 2>&1");
+  EXPECT_EQ(Shell(py), 0) << ReadFile(dir_ + "/py.txt");
+  EXPECT_EQ(ReadFile(dir_ + "/py.txt"), "OK\n");
+
   s.SendRelease();
   ASSERT_TRUE(s.Await(AcquireEvent::RELEASED));
 
