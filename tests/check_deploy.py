@@ -219,6 +219,28 @@ def read_list(path):
     return out
 
 
+ZOO_SERVER_RE = re.compile(r"^server\.(\d+)=([^:;]+):(\d+):(\d+)(?::\w+)?(?:;(?:[^:;]+:)?(\d+))?$")
+
+
+def parse_zoo_servers(value):
+    """The official image's ZOO_SERVERS ("server.N=host:quorum:election;clientPort ...") as
+    ({N: (host, quorum, election, clientPort or None)}, [entries that do not parse])."""
+    entries, bad = {}, []
+    for tok in value.split():
+        m = ZOO_SERVER_RE.match(tok)
+        if not m:
+            bad.append(tok)
+            continue
+        entries[int(m.group(1))] = (m.group(2), int(m.group(3)), int(m.group(4)),
+                                    int(m.group(5)) if m.group(5) else None)
+    return entries, bad
+
+
+def zoo_cfg_extra(value):
+    """ZOO_CFG_EXTRA ("key=value key=value") as a dict."""
+    return dict(kv.split("=", 1) for kv in value.split() if "=" in kv)
+
+
 def four_letter_words_ok(probe_cmd, env, client_port):
     """ZooKeeper probes of the form `echo CMD | nc ... HOST PORT`: every CMD is
     whitelisted (ZOO_4LW_COMMANDS_WHITELIST) and PORT is the client port."""
@@ -777,14 +799,9 @@ class Checker:
         servers_seen = set()
         for n, s in zk.items():
             e = envmap(s)
-            entries = {}
-            for tok in e.get("ZOO_SERVERS", "").split():
-                m = re.match(r"^server\.(\d+)=([^:;]+):(\d+):(\d+)(?::\w+)?(?:;(?:[^:;]+:)?(\d+))?$", tok)
-                if not m:
-                    self.fail(S, f"{n}: ZOO_SERVERS entry {tok!r} is server.N=host:quorum:election;clientPort")
-                    continue
-                entries[int(m.group(1))] = (m.group(2), int(m.group(3)), int(m.group(4)),
-                                            int(m.group(5)) if m.group(5) else None)
+            entries, bad = parse_zoo_servers(e.get("ZOO_SERVERS", ""))
+            for tok in bad:
+                self.fail(S, f"{n}: ZOO_SERVERS entry {tok!r} is server.N=host:quorum:election;clientPort")
             servers_seen.add(e.get("ZOO_SERVERS", ""))
             hosts = sorted(h for h, *_ in entries.values())
             self.expect(hosts == sorted(zk), S, f"{n}: ZOO_SERVERS lists exactly the ZooKeeper services",
@@ -799,7 +816,7 @@ class Checker:
                 self.expect(cp is not None, S, f"{n}: ZOO_SERVERS gives its client port")
                 zk_client[n] = cp
                 zk_ports[n] = entries[mine[0]][1:3]
-            extra = dict(kv.split("=", 1) for kv in e.get("ZOO_CFG_EXTRA", "").split() if "=" in kv)
+            extra = zoo_cfg_extra(e.get("ZOO_CFG_EXTRA", ""))
             has_prov = extra.get("metricsProvider.className") == PROMETHEUS_PROVIDER
             self.expect(has_prov and extra.get("metricsProvider.httpPort", "").isdigit(), S,
                         f"{n}: Prometheus metrics provider on (ZOO_CFG_EXTRA), port {extra.get('metricsProvider.httpPort')}")
@@ -1302,13 +1319,10 @@ class Checker:
         self.expect(re.search(r"exec\s+/docker-entrypoint\.sh\s+zkServer\.sh\s+start-foreground", script), S,
                     f"{cn}: runs the image's entrypoint with zkServer.sh start-foreground")
         cports = container_ports(st)
-        entries = {}
-        for tok in env.get("ZOO_SERVERS", "").split():
-            m = re.match(r"^server\.(\d+)=([^:;]+):(\d+):(\d+)(?::\w+)?(?:;(?:[^:;]+:)?(\d+))?$", tok)
-            if not m:
-                self.fail(S, f"{cn}: ZOO_SERVERS entry {tok!r} is server.N=host:quorum:election;clientPort")
-                continue
-            entries[int(m.group(1))] = (m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5) or 0))
+        entries, bad = parse_zoo_servers(env.get("ZOO_SERVERS", ""))
+        for tok in bad:
+            self.fail(S, f"{cn}: ZOO_SERVERS entry {tok!r} is server.N=host:quorum:election;clientPort")
+        entries = {sid: (h, q, e, cp or 0) for sid, (h, q, e, cp) in entries.items()}
         name, gsvc = st["metadata"]["name"], spec.get("serviceName")
         ok = sorted(entries) == list(range(1, (replicas or 0) + 1))
         for sid, (host, q, e, cp) in entries.items():
@@ -1324,7 +1338,7 @@ class Checker:
             gports = {p.get("port") for p in (gov or {}).get("spec", {}).get("ports") or []}
             self.expect({q, e} <= gports, S, f"{sn}: the headless Service carries the quorum and election ports")
             self._zk_client_port = cp
-        extra = dict(kv.split("=", 1) for kv in env.get("ZOO_CFG_EXTRA", "").split() if "=" in kv)
+        extra = zoo_cfg_extra(env.get("ZOO_CFG_EXTRA", ""))
         mp = extra.get("metricsProvider.httpPort", "")
         self.expect(extra.get("metricsProvider.className") == PROMETHEUS_PROVIDER and mp.isdigit() and int(mp) in cports, S,
                     f"{cn}: Prometheus metrics provider on containerPort {mp}")

@@ -20,13 +20,6 @@ namespace {
 
 using v1::AcquireEvent;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The first descendant of `pid` whose command name is `comm` (from /proc).
 pid_t FindDescendant(pid_t pid, const std::string& comm) {
   std::vector<pid_t> frontier = {pid};

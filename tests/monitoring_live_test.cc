@@ -44,13 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 struct Series {
   std::map<std::string, std::string> labels;
   double value = NAN;

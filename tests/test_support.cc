@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cctype>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <future>
 
 #include <gtest/gtest.h>
@@ -415,6 +417,13 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target) {
   }
   out.body = resp.substr(head_end + 4);
   return out;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::string UrlEncode(std::string_view s) {

@@ -151,6 +151,9 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target);
 // query-string values.
 std::string UrlEncode(std::string_view s);
 
+// The whole file, or "" if it cannot be read.
+std::string ReadFile(const std::string& path);
+
 // Path of a binary built next to the tests (e.g. "acquire_child"), or of
 // turnstiled.
 std::string TestBinary(const std::string& name);
