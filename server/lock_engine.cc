@@ -22,6 +22,9 @@ int64_t NowUnixMs() {
 // "/" + "/x-<16 hex>-<11 chars>" plus slack.
 constexpr size_t kContenderPathOverhead = 40;
 
+// Waiters this close to the front hear of every change of position.
+constexpr size_t kFrontPositions = 12;
+
 bool IsRetryable(ZkCode code) { return code == ZkCode::kConnectionLoss; }
 bool IsSessionGone(ZkCode code) {
   return code == ZkCode::kSessionExpired || code == ZkCode::kClosing;
@@ -82,10 +85,14 @@ struct LockEngine::Contender {
   std::string node;  // own node name, once known
   int32_t seq = 0;
   uint64_t czxid = 0;
-  // Contenders ahead, in queue order; pruned from the front as they go.
-  std::deque<ContenderName> ahead;
-  std::string watching;
-  int32_t watching_seq = 0;
+  // Order of the last create sent: a listing covers it if sent after it.
+  uint64_t create_order = 0;
+  std::string watching;     // the node ahead that blocks it
+  uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
+  // The own-node read (grant confirmation and the holder's watch) has its
+  // own generation: it may be sent early, behind the blocker's delete.
+  uint64_t own_gen = 0;
+  bool own_read_in_flight = false;
   int64_t last_position = -1;  // last QUEUED position sent
   Clock::time_point last_position_at;
 
@@ -264,8 +271,15 @@ void LockEngine::OnSessionEvent(SessionEvent e) {
         ++session_epoch_;
         timers_->Cancel(suspend_timer_);
         suspend_timer_ = 0;
+        for (auto& [segment, lock] : locks_) {
+          lock.queue.Clear();
+          lock.list_in_flight = lock.list_wanted = false;
+        }
         std::vector<Contender*> all;
-        for (auto& [id, c] : contenders_) all.push_back(c.get());
+        for (auto& [id, c] : contenders_) {
+          c->watch_key = 0;  // the session's watches are gone
+          all.push_back(c.get());
+        }
         for (Contender* c : all) {
           // Every node of the old session is gone.
           if (c->state == State::kHeld && c->announced) {
@@ -288,8 +302,9 @@ void LockEngine::OnSessionEvent(SessionEvent e) {
           // Waiters queue again on the new session; they lose their place.
           by_path_.erase(c->path());
           c->node.clear();
-          c->ahead.clear();
           c->watching.clear();
+          c->watch_key = 0;  // dropped with the session
+          c->own_read_in_flight = false;
           c->last_position = -1;
           c->stalled = false;
           ++c->gen;
@@ -424,7 +439,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
       return absl::UnavailableError("replica has no ZooKeeper session");
     }
     std::string segment = EncodeLockName(p.name);
-    auto& local = by_lock_[segment];
+    auto& local = locks_[segment].ids;
     if (local.size() >= lim.max_contenders_per_lock) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "lock \"", p.name, "\" has ", local.size(),
@@ -511,7 +526,7 @@ void LockEngine::Step(Contender* c) {
       SearchOwnNode(c);
       break;
     case State::kListing:
-      IssueList(c);
+      RequestList(c->segment);
       break;
     case State::kWaiting:
       Arm(c);
@@ -550,6 +565,7 @@ void LockEngine::IssueCreate(Contender* c) {
     return;
   }
   c->state = State::kCreating;
+  c->create_order = ++create_counter_;
   uint64_t id = c->id, gen = ++c->gen;
   zk_->Create(c->lock_path + "/" + ContenderNodePrefix(c->params.kind, c->uid),
               c->data, CreateMode::kEphemeralSequential,
@@ -558,6 +574,10 @@ void LockEngine::IssueCreate(Contender* c) {
                 OnCreated(id, gen, code, path, stat);
                 Deliver();
               });
+  // Pipelined: ZooKeeper answers one session's requests in order, so a
+  // listing sent right behind the create already contains the new node and
+  // costs no extra round trip.
+  RequestList(c->segment);
 }
 
 namespace {
@@ -626,14 +646,19 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   c->seq = parsed ? parsed->sequence : 0;
   c->czxid = static_cast<uint64_t>(stat.czxid);
   by_path_[c->path()] = c->id;
+  LockQueue::Entry entry;
+  entry.node = c->node;
+  entry.kind = c->params.kind;
+  entry.local_id = c->id;
+  locks_[c->segment].queue.Insert(c->seq, std::move(entry));
   if (c->abandoned || !c->sink) {
     // The caller gave up while the create was in flight.
     c->state = State::kDeleting;
     IssueDelete(c);
     return;
   }
+  // The listing sent behind the create (or the next one) decides.
   c->state = State::kListing;
-  IssueList(c);
 }
 
 void LockEngine::SearchOwnNode(Contender* c) {
@@ -673,7 +698,7 @@ void LockEngine::SearchOwnNode(Contender* c) {
           c->seq = ParseContenderName(mine)->sequence;
           by_path_[c->path()] = c->id;
           uint64_t g = ++c->gen;
-          zk_->Exists(c->path(), [this, id, g, children](ZkCode code,
+          zk_->Exists(c->path(), [this, id, g](ZkCode code,
                                                          const ZkStat& stat) {
             {
               std::lock_guard<std::mutex> l(mu_);
@@ -684,11 +709,18 @@ void LockEngine::SearchOwnNode(Contender* c) {
                 Stall(c);
               } else if (code == ZkCode::kOk) {
                 c->czxid = static_cast<uint64_t>(stat.czxid);
+                LockQueue::Entry entry;
+                entry.node = c->node;
+                entry.kind = c->params.kind;
+                entry.local_id = c->id;
+                locks_[c->segment].queue.Insert(c->seq, std::move(entry));
                 if (c->abandoned || !c->sink) {
                   c->state = State::kDeleting;
                   IssueDelete(c);
                 } else {
-                  OnChildren(c, children);
+                  // A listing sent from here covers it (its create came first).
+                  c->state = State::kListing;
+                  RequestList(c->segment);
                 }
               } else if (!IsSessionGone(code)) {
                 by_path_.erase(c->path());
@@ -709,73 +741,127 @@ void LockEngine::SearchOwnNode(Contender* c) {
   });
 }
 
-void LockEngine::IssueList(Contender* c) {
-  c->state = State::kListing;
-  uint64_t id = c->id, gen = ++c->gen;
-  zk_->GetChildren(c->lock_path, [this, id, gen](
-                                     ZkCode code,
-                                     const std::vector<std::string>& children) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      Contender* c = Find(id, gen);
-      if (c == nullptr) return;
-      if (IsRetryable(code)) {
-        Stall(c);
-      } else if (code == ZkCode::kOk) {
-        OnChildren(c, children);
-      } else if (code == ZkCode::kNoNode) {
-        FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
+// One listing in flight per lock: it covers every create sent before it,
+// so a burst of creates costs a few listings, not one each.
+void LockEngine::RequestList(const std::string& segment) {
+  LockState& lock = locks_[segment];
+  if (lock.list_in_flight) {
+    lock.list_wanted = true;
+    return;
+  }
+  lock.list_in_flight = true;
+  lock.list_wanted = false;
+  const uint64_t covers = create_counter_, epoch = session_epoch_;
+  zk_->GetChildren(options_.root + "/" + segment,
+                   [this, segment, covers, epoch](ZkCode code,
+                                                  const std::vector<std::string>& children) {
+                     {
+                       std::lock_guard<std::mutex> l(mu_);
+                       if (!shut_down_) OnListed(segment, covers, epoch, code, children);
+                     }
+                     Deliver();
+                   });
+}
+
+void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
+                          ZkCode code, const std::vector<std::string>& children) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end() || epoch != session_epoch_) return;
+  LockState& lock = it->second;
+  lock.list_in_flight = false;
+  // The contenders this listing decides: listed after their create.
+  std::vector<Contender*> covered;
+  for (uint64_t id : lock.ids) {
+    Contender* c = contenders_.at(id).get();
+    if (c->state == State::kListing && c->create_order <= covers) covered.push_back(c);
+  }
+  if (code == ZkCode::kOk) {
+    lock.queue.ReplaceWith(
+        children,
+        [&](const std::string& node) -> uint64_t {
+          auto p = by_path_.find(options_.root + "/" + segment + "/" + node);
+          return p == by_path_.end() ? 0 : p->second;
+        },
+        [&](const LockQueue::Entry& e) {
+          // Created after this listing was sent: not in it, still here.
+          Contender* c = LocalOf(&e);
+          return c != nullptr && c->create_order > covers;
+        });
+    // Waiters whose blocker is no longer listed re-decide; local
+    // contenders the listing should contain but does not lost their node.
+    std::vector<Contender*> redo, gone;
+    for (uint64_t id : lock.ids) {
+      Contender* c = contenders_.at(id).get();
+      if (c->node.empty()) continue;
+      bool listed = lock.queue.Contains(c->seq, c->node);
+      if (!listed && c->create_order <= covers &&
+          (c->state == State::kListing || c->state == State::kWaiting)) {
+        gone.push_back(c);
+      } else if (c->state == State::kWaiting && !c->watching.empty()) {
+        auto w = ParseContenderName(c->watching);
+        if (w && !lock.queue.Contains(w->sequence, c->watching)) redo.push_back(c);
       }
     }
-    Deliver();
-  });
+    for (Contender* c : gone) {
+      if (c->state == State::kListing) {
+        FailWait(c, absl::AbortedError("this contender's node was deleted while it queued"));
+      } else {
+        Requeue(c);
+      }
+    }
+    if (lock.queue.size() > options_.limits.max_contenders_per_lock) {
+      for (Contender* c : covered) {
+        if (c->state != State::kListing) continue;
+        FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
+                        "lock \"", c->params.name, "\" has ", lock.queue.size() - 1,
+                        " contenders; the limit is ", options_.limits.max_contenders_per_lock)));
+      }
+    }
+    // Decide the covered contenders with their ranks, in one pass.
+    std::unordered_map<uint64_t, int64_t> ranks;
+    if (!covered.empty()) {
+      lock.queue.ForFront(lock.queue.size(), [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+        if (e.local_id != 0) ranks[e.local_id] = rank;
+      });
+    }
+    for (Contender* c : covered) {
+      if (c->state != State::kListing || Find(c->id, c->gen) == nullptr) continue;
+      c->state = State::kWaiting;
+      c->watching.clear();
+      auto r = ranks.find(c->id);
+      Advance(c, /*from_listing=*/true, r == ranks.end() ? -1 : r->second);
+    }
+    for (Contender* c : redo) {
+      if (c->state == State::kWaiting) Advance(c, false);
+    }
+  } else if (IsRetryable(code)) {
+    for (Contender* c : covered) Stall(c);  // Step() lists again
+  } else if (code == ZkCode::kNoNode) {
+    for (Contender* c : covered) {
+      FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
+    }
+  }
+  // Creates sent while this listing was in flight need one sent after them.
+  auto again = locks_.find(segment);
+  if (again != locks_.end() && again->second.list_wanted && connected_ && bootstrapped_) {
+    RequestList(segment);
+  }
 }
 
-void LockEngine::OnChildren(Contender* c,
-                            const std::vector<std::string>& children) {
-  std::vector<ContenderName> queue = OrderContenders(children);
-  auto self = std::find_if(queue.begin(), queue.end(),
-                           [&](const ContenderName& n) { return n.node == c->node; });
-  if (self == queue.end()) {
-    FailWait(c, absl::AbortedError(
-                    "this contender's node was deleted while it queued"));
-    return;
-  }
-  if (queue.size() > options_.limits.max_contenders_per_lock) {
-    FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
-                    "lock \"", c->params.name, "\" has ", queue.size() - 1,
-                    " contenders; the limit is ",
-                    options_.limits.max_contenders_per_lock)));
-    return;
-  }
-  c->ahead.assign(queue.begin(), self);
-  c->state = State::kWaiting;
-  c->watching.clear();
-  Advance(c);
+LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
+  if (e == nullptr || e->local_id == 0) return nullptr;
+  auto it = contenders_.find(e->local_id);
+  if (it == contenders_.end() || it->second->node != e->node) return nullptr;
+  return it->second.get();
 }
 
-// Re-decides from the list already held: nodes ahead can only disappear.
-// O(1) in the queue length: the mutex rule looks only at the nearest
-// contender ahead, so only that tail is handed to Decide. (Shared kinds,
-// once accepted, need the nearest exclusive ahead instead.)
-void LockEngine::Advance(Contender* c) {
-  constexpr int kHolderLimit = 1;
-  const size_t n = c->ahead.size();
-  std::vector<ContenderName> tail(c->ahead.end() - static_cast<long>(std::min<size_t>(n, kHolderLimit)),
-                                  c->ahead.end());
-  ContenderName self;
-  self.kind = c->params.kind;
-  self.uid = c->uid;
-  self.sequence = c->seq;
-  self.node = c->node;
-  tail.push_back(self);
-  absl::StatusOr<OrderDecision> d = Decide(tail, c->node, kHolderLimit);
-  if (!d.ok()) {
-    FailWait(c, absl::InternalError(d.status().ToString()));
-    return;
-  }
-  if (d->holds) {
-    Grant(c);
+// Re-decides from the shared view: nodes ahead can only disappear. The
+// mutex rule looks only at the entry directly ahead (O(log n)).
+void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
+  LockState& lock = locks_[c->segment];
+  const LockQueue::Entry* ahead = lock.queue.Ahead(c->seq);
+  if (ahead == nullptr) {
+    Grant(c, from_listing);
     return;
   }
   if (c->params.wait_timeout == Millis(0)) {
@@ -785,10 +871,14 @@ void LockEngine::Advance(Contender* c) {
                     "\" is held (try-once: wait_timeout is 0)")));
     return;
   }
-  ReportPosition(c, static_cast<int64_t>(n));
-  if (c->watching != d->watch) {
-    c->watching = d->watch;
-    c->watching_seq = c->ahead[n - kHolderLimit].sequence;
+  if (rank >= 0) {
+    ReportPosition(c, rank);
+  } else if (c->last_position < 0 || c->last_position <= 11) {
+    ReportPosition(c, lock.queue.CountAhead(c->seq));
+  }
+  if (c->watching != ahead->node) {
+    Disarm(c);
+    c->watching = ahead->node;
     Arm(c);
   }
 }
@@ -813,35 +903,85 @@ void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
   Emit(c, e);
 }
 
+// Positions near the front change with every departure: walk the first
+// `limit` entries. Waiters further back are refreshed by a sweep at most
+// once a second, and only after the queue changed (an idle queue costs
+// nothing).
+void LockEngine::RefreshPositions(const std::string& segment, size_t limit) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  std::vector<std::pair<Contender*, int64_t>> waiters;
+  it->second.queue.ForFront(limit, [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+    Contender* c = LocalOf(&e);
+    if (c != nullptr && c->state == State::kWaiting) waiters.emplace_back(c, rank);
+  });
+  for (auto& [c, rank] : waiters) ReportPosition(c, rank);
+}
+
+void LockEngine::ScheduleSweep(const std::string& segment) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end() || it->second.sweep_scheduled ||
+      it->second.queue.size() <= kFrontPositions) {
+    return;
+  }
+  it->second.sweep_scheduled = true;
+  timers_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (shut_down_) return;
+      auto it = locks_.find(segment);
+      if (it == locks_.end()) return;
+      it->second.sweep_scheduled = false;
+      RefreshPositions(segment, it->second.queue.size());
+    }
+    Deliver();
+  });
+}
+
 // Watches c->watching with getData: no watch is left if it is already gone.
 void LockEngine::Arm(Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
   std::string node = c->watching;
   std::string segment = c->segment;
-  zk_->GetData(
+  // After NoteGone the contender behind `node` re-decides; if the view had
+  // already dropped `node`, this one re-decides here.
+  auto gone = [this, id, node, segment] {
+    NoteGone(segment, node);
+    auto it = contenders_.find(id);
+    if (it == contenders_.end()) return;
+    Contender* c = it->second.get();
+    if (c->state == State::kWaiting && c->watching == node) {
+      c->watching.clear();
+      c->watch_key = 0;
+      Advance(c, false);
+    }
+  };
+  c->watch_key = zk_->GetData(
       c->lock_path + "/" + node,
-      [this, id, gen, node, segment](WatchEventType type) {
+      [this, id, gen, gone](WatchEventType type) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
+          c->watch_key = 0;  // fired: nothing left to remove
           if (type == WatchEventType::kDeleted) {
-            NoteGone(segment, node);
+            gone();
           } else {
             Arm(c);  // data changed (a remote KeepAlive): watch again
           }
         }
         Deliver();
       },
-      [this, id, gen, node, segment](ZkCode code, const std::string&,
-                                     const ZkStat&) {
+      [this, id, gen, gone](ZkCode code, const std::string&, const ZkStat&) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           if (code == ZkCode::kNoNode) {
-            NoteGone(segment, node);
+            c->watch_key = 0;  // no watch is left on a missing node
+            gone();
           } else if (IsRetryable(code)) {
+            c->watch_key = 0;
             Stall(c);
           }
         }
@@ -849,60 +989,46 @@ void LockEngine::Arm(Contender* c) {
       });
 }
 
+// Removes the watch a waiter leaves on its blocker, so an ended or
+// re-armed waiter does not keep a watch (outside the watch budget) until
+// that node changes.
+void LockEngine::Disarm(Contender* c) {
+  if (c->watch_key != 0 && !c->watching.empty()) {
+    zk_->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key);
+  }
+  c->watch_key = 0;
+}
+
 void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
-  auto it = by_lock_.find(segment);
-  if (it == by_lock_.end()) return;
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
   std::optional<ContenderName> gone = ParseContenderName(node);
   if (!gone) return;
-  std::vector<Contender*> affected;
-  for (uint64_t id : it->second) {
-    Contender* c = contenders_.at(id).get();
-    if (c->state != State::kWaiting || !SequenceBefore(gone->sequence, c->seq)) continue;
-    auto& a = c->ahead;
-    // Usually the departed holder at the front; otherwise find it by
-    // sequence (the list is in sequence order).
-    auto pos = a.begin();
-    if (a.empty() || a.front().node != node) {
-      pos = std::lower_bound(a.begin(), a.end(), gone->sequence,
-                             [](const ContenderName& n, int32_t seq) {
-                               return SequenceBefore(n.sequence, seq);
-                             });
-    }
-    if (pos != a.end() && pos->node == node) {
-      a.erase(pos);
-      affected.push_back(c);
-    } else if (c->watching == node) {
-      affected.push_back(c);
-    }
-  }
+  LockQueue& q = it->second.queue;
+  if (!q.Erase(gone->sequence, node)) return;
   const bool top = !handoff_from_;
   if (top) handoff_from_ = Clock::now();
-  for (Contender* c : affected) {
-    if (c->watching == node) c->watching.clear();
-    if (c->state == State::kWaiting) Advance(c);
+  // Only the contender directly behind may now hold or watch another node.
+  Contender* next = LocalOf(q.Behind(gone->sequence));
+  if (next != nullptr && next->state == State::kWaiting) {
+    if (next->watching == node) {
+      next->watching.clear();
+      next->watch_key = 0;
+    }
+    Advance(next, false);
   }
   if (top) handoff_from_.reset();
+  RefreshPositions(segment, kFrontPositions);
+  ScheduleSweep(segment);
 }
 
 void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
-  auto it = by_lock_.find(segment);
-  if (it == by_lock_.end()) return;
-  std::vector<Contender*> affected;
-  for (uint64_t id : it->second) {
-    Contender* c = contenders_.at(id).get();
-    if (c->state != State::kWaiting) continue;
-    auto& a = c->ahead;
-    size_t before = a.size();
-    while (!a.empty() && SequenceBefore(a.front().sequence, seq)) a.pop_front();
-    if (a.size() != before) affected.push_back(c);
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  if (it->second.queue.EraseRemoteBefore(seq) > 0) {
+    RefreshPositions(segment, kFrontPositions);
+    ScheduleSweep(segment);
   }
-  const bool top = !handoff_from_;
-  if (top) handoff_from_ = Clock::now();
-  for (Contender* c : affected) {
-    if (!c->watching.empty() && SequenceBefore(c->watching_seq, seq)) c->watching.clear();
-    if (c->state == State::kWaiting) Advance(c);
-  }
-  if (top) handoff_from_.reset();
 }
 
 // The ordering rule says `c` holds. ACQUIRED is announced only once a read
@@ -910,16 +1036,29 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
 // when a session is closed under the replica, ZooKeeper deletes its nodes and
 // fires their watches before the replica hears of the expiry, so a waiter
 // could otherwise be told it holds a lock through a node that is gone.
-void LockEngine::Grant(Contender* c) {
+//
+// Two shortcuts skip that extra round trip, each with a read that was sent
+// after the decision's cause and still saw the node:
+// - a grant decided from a listing (sent behind the create): the listing
+//   itself is that read, so ACQUIRED goes out at once;
+// - a handoff between two contenders of this replica: the holder's delete
+//   and the successor's own-node read are sent together (IssueDelete), so
+//   the read's reply arrives right after the delete's and confirms the grant.
+void LockEngine::Grant(Contender* c, bool confirmed) {
+  Disarm(c);
   c->state = State::kHeld;
   c->announced = false;
   c->handoff_from = handoff_from_;  // measured to the announcement
-  c->ahead.clear();
   c->watching.clear();
   c->suspended = false;
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
-  ArmOwn(c);
+  if (confirmed) {
+    Announce(c);
+    ArmOwn(c);  // the holder's watch on its own node
+  } else if (!c->own_read_in_flight) {
+    ArmOwn(c);
+  }
 }
 
 void LockEngine::Announce(Contender* c) {
@@ -948,8 +1087,9 @@ void LockEngine::Announce(Contender* c) {
 void LockEngine::Requeue(Contender* c) {
   auto it = by_path_.find(c->path());
   if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
+  Disarm(c);
+  locks_[c->segment].queue.Erase(c->seq, c->node);
   c->node.clear();
-  c->ahead.clear();
   c->watching.clear();
   c->last_position = -1;
   c->stalled = false;
@@ -964,13 +1104,19 @@ void LockEngine::Requeue(Contender* c) {
 // is gone (LOST, never a silent re-queue); a data change is a KeepAlive made
 // through another replica.
 void LockEngine::ArmOwn(Contender* c) {
-  uint64_t id = c->id, gen = ++c->gen;
+  uint64_t id = c->id, gen = ++c->own_gen;
+  c->own_read_in_flight = true;
+  auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
+    auto it = contenders_.find(id);
+    if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
+    return it->second.get();
+  };
   zk_->GetData(
       c->path(),
-      [this, id, gen](WatchEventType type) {
+      [this, id, gen, find](WatchEventType type) {
         {
           std::lock_guard<std::mutex> l(mu_);
-          Contender* c = Find(id, gen);
+          Contender* c = find(id, gen);
           if (c == nullptr || c->state != State::kHeld || !c->announced) return;
           if (type == WatchEventType::kDeleted) {
             Lose(c, LostReason::kDeleted,
@@ -983,11 +1129,15 @@ void LockEngine::ArmOwn(Contender* c) {
         }
         Deliver();
       },
-      [this, id, gen](ZkCode code, const std::string&, const ZkStat&) {
+      [this, id, gen, find](ZkCode code, const std::string&, const ZkStat&) {
         {
           std::lock_guard<std::mutex> l(mu_);
-          Contender* c = Find(id, gen);
-          if (c == nullptr || c->state != State::kHeld) return;
+          Contender* c = find(id, gen);
+          if (c == nullptr) return;
+          c->own_read_in_flight = false;
+          // An early read (see IssueDelete) whose handoff did not happen:
+          // the grant will read again.
+          if (c->state != State::kHeld) return;
           if (code == ZkCode::kOk && !c->announced) {
             Announce(c);
           } else if (code == ZkCode::kNoNode && !c->announced) {
@@ -1084,6 +1234,7 @@ void LockEngine::EndContender(Contender* c) {
 
 void LockEngine::IssueDelete(Contender* c) {
   c->state = State::kDeleting;
+  Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
   zk_->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
@@ -1108,9 +1259,23 @@ void LockEngine::IssueDelete(Contender* c) {
     }
     Deliver();
   });
+  // A local successor that this delete makes the front: send its own-node
+  // read right behind the delete, so its grant is confirmed by the reply
+  // that follows the delete's (one round trip for the handoff, not two).
+  // The read is sent after the delete, so "the node exists" holds after the
+  // blocker is gone, exactly as a read sent after the decision would.
+  LockState& lock = locks_[c->segment];
+  if (lock.queue.Contains(c->seq, c->node) && lock.queue.Ahead(c->seq) == nullptr) {
+    Contender* next = LocalOf(lock.queue.Behind(c->seq));
+    if (next != nullptr && next->state == State::kWaiting && next->watching == c->node &&
+        !next->own_read_in_flight) {
+      ArmOwn(next);
+    }
+  }
 }
 
 void LockEngine::Forget(Contender* c) {
+  Disarm(c);
   watched_path_bytes_ -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
@@ -1118,10 +1283,13 @@ void LockEngine::Forget(Contender* c) {
     auto it = by_path_.find(c->path());
     if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
   }
-  auto lk = by_lock_.find(c->segment);
-  if (lk != by_lock_.end()) {
-    lk->second.erase(c->id);
-    if (lk->second.empty()) by_lock_.erase(lk);
+  auto lk = locks_.find(c->segment);
+  if (lk != locks_.end()) {
+    lk->second.ids.erase(c->id);
+    // The view is only kept while this replica has contenders on the lock
+    // (a later contender lists again). A listing still in flight finds no
+    // state and is dropped.
+    if (lk->second.ids.empty()) locks_.erase(lk);
   }
   contenders_.erase(c->id);  // destroys *c
 }
@@ -1464,8 +1632,9 @@ void LockEngine::NoteHoldEnded(Contender* c) {
 std::vector<LockLoad> LockEngine::LockLoads() const {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<LockLoad> out;
-  out.reserve(by_lock_.size());
-  for (const auto& [segment, ids] : by_lock_) {
+  out.reserve(locks_.size());
+  for (const auto& [segment, lock] : locks_) {
+    const std::set<uint64_t>& ids = lock.ids;
     LockLoad load;
     for (uint64_t id : ids) {
       auto it = contenders_.find(id);

@@ -7,10 +7,11 @@
 // never blocks those threads. All state is guarded by one mutex; events reach
 // sinks outside it, in the order they were produced. Thread-safe.
 //
-// Knowledge shared on this replica: when a local contender learns that nodes
-// are gone (its own release, a grant, a missing predecessor), every local
-// waiter on that lock prunes them at once, so positions shrink and a handoff
-// between local contenders costs no extra ZooKeeper reads.
+// Knowledge shared on this replica: one ordered view per lock (LockQueue),
+// shared by the replica's contenders on it. A departure is one erase, and
+// only the contender directly behind it re-decides. Listings are pipelined
+// behind creates and coalesced per lock (one listing in flight per lock
+// covers every create sent before it).
 #ifndef TURNSTILE_SERVER_LOCK_ENGINE_H_
 #define TURNSTILE_SERVER_LOCK_ENGINE_H_
 
@@ -30,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/lock_name.h"
+#include "server/lock_queue.h"
 #include "server/timer_queue.h"
 #include "server/zk_session.h"
 
@@ -235,16 +237,31 @@ class LockEngine {
   void EnsurePath(size_t index, std::vector<std::string> paths);
   void Heartbeat();
 
+  // This replica's state of one lock.
+  struct LockState {
+    std::set<uint64_t> ids;  // local contenders
+    LockQueue queue;
+    bool list_in_flight = false;
+    bool list_wanted = false;     // a create was sent after the listing in flight
+    bool sweep_scheduled = false;  // a position sweep is due
+  };
+
   void Step(Contender* c);
   void IssueCreate(Contender* c);
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path, const ZkStat& stat);
   void SearchOwnNode(Contender* c);
-  void IssueList(Contender* c);
-  void OnChildren(Contender* c, const std::vector<std::string>& children);
-  void Advance(Contender* c);
+  void RequestList(const std::string& segment);
+  void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
+                ZkCode code, const std::vector<std::string>& children);
+  // `rank`: contenders ahead, when the caller knows it (-1: count).
+  void Advance(Contender* c, bool from_listing, int64_t rank = -1);
   void ReportPosition(Contender* c, int64_t ahead);
+  void RefreshPositions(const std::string& segment, size_t limit);
+  void ScheduleSweep(const std::string& segment);
   void Arm(Contender* c);
-  void Grant(Contender* c);
+  void Disarm(Contender* c);
+  // `confirmed`: a read sent after the decision saw the node (a listing).
+  void Grant(Contender* c, bool confirmed);
   void Announce(Contender* c);
   void Requeue(Contender* c);
   void ArmOwn(Contender* c);
@@ -257,6 +274,7 @@ class LockEngine {
   void Stall(Contender* c);
   void NoteGone(const std::string& segment, const std::string& node);
   void NoteAllBefore(const std::string& segment, int32_t seq);
+  Contender* LocalOf(const LockQueue::Entry* e);
   Contender* Find(uint64_t id, uint64_t gen);
   Contender* FindByPath(const std::string& path);
   Millis SafeFor() const;
@@ -278,7 +296,8 @@ class LockEngine {
   mutable std::mutex mu_;
   uint64_t next_id_ = 0;                                   // GUARDED_BY(mu_)
   std::map<uint64_t, ContenderPtr> contenders_;            // GUARDED_BY(mu_)
-  std::map<std::string, std::set<uint64_t>> by_lock_;      // GUARDED_BY(mu_)
+  std::map<std::string, LockState> locks_;                 // GUARDED_BY(mu_)
+  uint64_t create_counter_ = 0;                            // GUARDED_BY(mu_)
   std::unordered_map<std::string, uint64_t> by_path_;      // GUARDED_BY(mu_)
   bool connected_ = false;                                 // GUARDED_BY(mu_)
   bool bootstrapped_ = false;                              // GUARDED_BY(mu_)

@@ -184,8 +184,8 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
-  void GetData(const std::string& path, Watcher watcher,
-               DataCallback done) override {
+  uint64_t GetData(const std::string& path, Watcher watcher,
+                   DataCallback done) override {
     CountCall(ZkOp::kGetData);
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kGetData;
@@ -198,6 +198,23 @@ class ZkClientSession final : public ZkSession {
                        reinterpret_cast<void*>(static_cast<uintptr_t>(wid)),
                        &ZkClientSession::OnData, ctx);
     });
+    return wid;
+  }
+
+  void RemoveWatch(const std::string& path, uint64_t key) override {
+    if (key == 0) return;
+    Watches().Drop(key);  // never called from now on, whatever the server says
+    std::lock_guard<std::mutex> l(mu_);
+    if (zh_ == nullptr) return;
+    // local = 0: the server drops the watch too. ZNOWATCHER (it fired, or
+    // the session that set it is gone) is fine: nothing is left either way.
+    // The header declares the completion as void_completion_t*, but the C
+    // client calls that pointer itself as the completion function (found
+    // the hard way: passing a pointer to a function pointer crashes).
+    zoo_aremove_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, &ZkClientSession::OnWatch,
+                        reinterpret_cast<void*>(static_cast<uintptr_t>(key)), 0,
+                        reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved),
+                        nullptr);
   }
 
   void SetData(const std::string& path, const std::string& data,
@@ -321,6 +338,8 @@ class ZkClientSession final : public ZkSession {
     ctx->data(MapRc(rc), bytes, ToStat(rc == ZOK ? stat : nullptr));
     delete ctx;
   }
+
+  static void OnWatchRemoved(int, const void*) {}
 
   static void OnStat(int rc, const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
@@ -494,6 +513,11 @@ class ZkClientSession final : public ZkSession {
                                      "\": ", std::strerror(err));
       return err == EINVAL ? absl::InvalidArgumentError(msg) : absl::UnavailableError(msg);
     }
+    // The C client re-resolves the server names before every poll of its
+    // socket by default: a getaddrinfo (a netlink dump) per I/O loop, which
+    // profiling showed on every request's path. Names are still resolved
+    // on every connection loss, and at most once per window otherwise.
+    zoo_set_servers_resolution_delay(zh_, static_cast<int>(kResolutionWindow.count()));
     if (negotiated_timeout_ms_ == 0) {
       negotiated_timeout_ms_ = static_cast<int>(options_.session_timeout.count());
     }
@@ -567,6 +591,7 @@ class ZkClientSession final : public ZkSession {
   std::condition_variable work_cv_;
   std::deque<std::function<void()>> work_;  // GUARDED_BY(work_mu_)
   bool stop_worker_ = false;                // GUARDED_BY(work_mu_)
+  static constexpr std::chrono::milliseconds kResolutionWindow{5000};
   static constexpr std::chrono::milliseconds kMinReopenBackoff{250};
   static constexpr std::chrono::milliseconds kMaxReopenBackoff{10000};
   std::optional<std::chrono::steady_clock::time_point> reopen_at_;  // GUARDED_BY(work_mu_)

@@ -103,9 +103,13 @@ class ZkSession {
   virtual void Delete(const std::string& path, int32_t version,
                       VoidCallback done) = 0;
   // With a non-null `watcher`, leaves a data watch only if the node exists
-  // (unlike exists(), no watch dangles on a missing node).
-  virtual void GetData(const std::string& path, Watcher watcher,
-                       DataCallback done) = 0;
+  // (unlike exists(), no watch dangles on a missing node). Returns a key
+  // for RemoveWatch (0 without a watcher).
+  virtual uint64_t GetData(const std::string& path, Watcher watcher,
+                           DataCallback done) = 0;
+  // Removes a watch left by GetData (its watcher is never called), here and
+  // on the server. Harmless if it already fired or the session changed.
+  virtual void RemoveWatch(const std::string& path, uint64_t key) = 0;
   virtual void SetData(const std::string& path, const std::string& data,
                        int32_t version, StatCallback done) = 0;
   // Never leaves a watch.

@@ -86,14 +86,17 @@ class FaultySession final : public ZkSession {
     }
     real_->Delete(path, version, std::move(done));
   }
-  void GetData(const std::string& path, Watcher w, DataCallback done) override {
+  uint64_t GetData(const std::string& path, Watcher w, DataCallback done) override {
     CountCall(ZkOp::kGetData);
-    real_->GetData(path, std::move(w), std::move(done));
+    return real_->GetData(path, std::move(w), std::move(done));
   }
   void SetData(const std::string& path, const std::string& data, int32_t version,
                StatCallback done) override {
     CountCall(ZkOp::kSetData);
     real_->SetData(path, data, version, std::move(done));
+  }
+  void RemoveWatch(const std::string& path, uint64_t key) override {
+    real_->RemoveWatch(path, key);
   }
   void GetChildren(const std::string& path, ChildrenCallback done) override {
     CountCall(ZkOp::kGetChildren);

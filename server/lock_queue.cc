@@ -1,0 +1,82 @@
+#include "server/lock_queue.h"
+
+#include <iterator>
+#include <optional>
+#include <utility>
+
+namespace turnstile {
+
+void LockQueue::ReplaceWith(
+    const std::vector<std::string>& children,
+    const std::function<uint64_t(const std::string&)>& local_id,
+    const std::function<bool(const Entry&)>& keep) {
+  Map fresh;
+  for (const auto& child : children) {
+    std::optional<ContenderName> n = ParseContenderName(child);
+    if (!n) continue;  // a foreign child never takes part
+    Entry e;
+    e.node = n->node;
+    e.kind = n->kind;
+    e.local_id = local_id(e.node);
+    fresh.emplace(n->sequence, std::move(e));
+  }
+  for (auto& [seq, e] : entries_) {
+    if (fresh.count(seq) == 0 && keep(e)) fresh.emplace(seq, std::move(e));
+  }
+  entries_.swap(fresh);
+}
+
+bool LockQueue::Erase(int32_t seq, const std::string& node) {
+  auto it = entries_.find(seq);
+  if (it == entries_.end() || it->second.node != node) return false;
+  entries_.erase(it);
+  return true;
+}
+
+size_t LockQueue::EraseRemoteBefore(int32_t seq) {
+  size_t n = 0;
+  for (auto it = entries_.begin(); it != entries_.end() && SequenceBefore(it->first, seq);) {
+    if (it->second.local_id == 0) {
+      it = entries_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+bool LockQueue::Contains(int32_t seq, const std::string& node) const {
+  auto it = entries_.find(seq);
+  return it != entries_.end() && it->second.node == node;
+}
+
+const LockQueue::Entry* LockQueue::Ahead(int32_t seq) const {
+  auto it = entries_.lower_bound(seq);
+  if (it == entries_.begin()) return nullptr;
+  return &std::prev(it)->second;
+}
+
+int32_t LockQueue::AheadSeq(int32_t seq) const {
+  return std::prev(entries_.lower_bound(seq))->first;
+}
+
+const LockQueue::Entry* LockQueue::Behind(int32_t seq) const {
+  auto it = entries_.upper_bound(seq);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+int64_t LockQueue::CountAhead(int32_t seq) const {
+  return static_cast<int64_t>(std::distance(entries_.begin(), entries_.lower_bound(seq)));
+}
+
+void LockQueue::ForFront(size_t limit,
+                         const std::function<void(int64_t, int32_t, const Entry&)>& fn) const {
+  int64_t rank = 0;
+  for (auto it = entries_.begin(); it != entries_.end() && static_cast<size_t>(rank) < limit;
+       ++it, ++rank) {
+    fn(rank, it->first, it->second);
+  }
+}
+
+}  // namespace turnstile
