@@ -994,7 +994,11 @@ void LockEngine::Arm(Contender* c) {
 // that node changes.
 void LockEngine::Disarm(Contender* c) {
   if (c->watch_key != 0 && !c->watching.empty()) {
-    zk_->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key);
+    // Mutex: a node is watched by the contender behind it and, if it is
+    // this replica's, by its own holder. Only a node of another replica
+    // has no other watcher here.
+    const bool only_watcher = by_path_.count(c->lock_path + "/" + c->watching) == 0;
+    zk_->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
 }

@@ -201,20 +201,27 @@ class ZkClientSession final : public ZkSession {
     return wid;
   }
 
-  void RemoveWatch(const std::string& path, uint64_t key) override {
+  void RemoveWatch(const std::string& path, uint64_t key, bool only_watcher) override {
     if (key == 0) return;
     Watches().Drop(key);  // never called from now on, whatever the server says
     std::lock_guard<std::mutex> l(mu_);
     if (zh_ == nullptr) return;
-    // local = 0: the server drops the watch too. ZNOWATCHER (it fired, or
-    // the session that set it is gone) is fine: nothing is left either way.
     // The header declares the completion as void_completion_t*, but the C
     // client calls that pointer itself as the completion function (found
     // the hard way: passing a pointer to a function pointer crashes).
-    zoo_aremove_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, &ZkClientSession::OnWatch,
-                        reinterpret_cast<void*>(static_cast<uintptr_t>(key)), 0,
-                        reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved),
-                        nullptr);
+    auto* done = reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved);
+    // ZNOWATCHER (it fired, or the session that set it is gone) is fine:
+    // nothing is left either way.
+    if (only_watcher) {
+      // REMOVE_WATCHES: the server drops the path's data watch of this session.
+      zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0, done, nullptr);
+    } else {
+      // CHECK_WATCHES: only this watcher goes; the server keeps the path's
+      // watch for the others.
+      zoo_aremove_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, &ZkClientSession::OnWatch,
+                          reinterpret_cast<void*>(static_cast<uintptr_t>(key)), 0, done,
+                          nullptr);
+    }
   }
 
   void SetData(const std::string& path, const std::string& data,

@@ -95,8 +95,8 @@ class FaultySession final : public ZkSession {
     CountCall(ZkOp::kSetData);
     real_->SetData(path, data, version, std::move(done));
   }
-  void RemoveWatch(const std::string& path, uint64_t key) override {
-    real_->RemoveWatch(path, key);
+  void RemoveWatch(const std::string& path, uint64_t key, bool only_watcher) override {
+    real_->RemoveWatch(path, key, only_watcher);
   }
   void GetChildren(const std::string& path, ChildrenCallback done) override {
     CountCall(ZkOp::kGetChildren);

@@ -2,6 +2,7 @@
 // the engine's count of ZooKeeper calls by kind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <set>
@@ -165,6 +166,69 @@ TEST_F(HerdTest, CrossReplicaHandoffsDoNotRelist) {
   uint64_t reads = (a1[ZkOp::kGetData] - b1[ZkOp::kGetData]) + (a2[ZkOp::kGetData] - b2[ZkOp::kGetData]);
   // Per handoff: the new holder's own-node watch, plus at most one re-check.
   EXPECT_LE(reads, static_cast<uint64_t>(2 * kWaiters));
+}
+
+// The local handoff shortcut (the successor's own-node read sent right
+// behind the holder's delete) must not grant a successor whose node is gone:
+// it queues again with a new node, and its token is the new node's.
+TEST_F(HerdTest, LocalHandoffToAWaiterWhoseNodeIsGoneRequeuesIt) {
+  const std::string lock = LockPath("gone");
+  auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("gone", milliseconds(60000)));
+  ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+  auto waiter = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("gone", milliseconds(60000)));
+  ASSERT_TRUE(waiter->Await(AcquireEvent::QUEUED));
+  std::vector<std::string> queue = zk_->Contenders(lock);
+  ASSERT_EQ(queue.size(), 2u);
+  const std::string old_node = lock + "/" + queue[1];
+  auto old_stat = zk_->Exists(old_node);
+  ASSERT_TRUE(old_stat.ok());
+  ASSERT_EQ(zk_->Delete(old_node), ZkCode::kOk);  // nobody watches it: the replica cannot know
+
+  const uint64_t requeued = r1_->engine().stats().requeued_lost_node;
+  Calls before = Calls::Of(r1_->zk());
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  auto acquired = waiter->Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acquired);
+  Calls after = Calls::Of(r1_->zk());
+  EXPECT_EQ(r1_->engine().stats().requeued_lost_node, requeued + 1);
+  EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 1u) << "queued again with a new node";
+  std::vector<std::string> now = zk_->Contenders(lock);
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(lock + "/" + now[0], old_node);
+  auto new_stat = zk_->Exists(lock + "/" + now[0]);
+  ASSERT_TRUE(new_stat.ok());
+  EXPECT_EQ(acquired->acquired().fencing_token(), static_cast<uint64_t>(new_stat->czxid));
+  EXPECT_GT(acquired->acquired().fencing_token(), static_cast<uint64_t>(old_stat->czxid));
+  waiter->SendRelease();
+  ASSERT_TRUE(waiter->Await(AcquireEvent::RELEASED));
+}
+
+// A waiter that ends (here: its wait times out) takes its watch with it: the
+// node it watched (another replica's holder) is no longer watched by its
+// replica's session, on the server too.
+TEST_F(HerdTest, AnEndedWaiterRemovesItsWatch) {
+  const std::string lock = LockPath("unwatch");
+  auto holder = std::make_unique<AcquireStream>(s2_.get(), OpenMsg("unwatch", milliseconds(60000)));
+  ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+  std::vector<std::string> queue = zk_->Contenders(lock);
+  ASSERT_EQ(queue.size(), 1u);
+  const std::string held = lock + "/" + queue[0];
+  auto waiter = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("unwatch", milliseconds(1500)));
+  ASSERT_TRUE(waiter->Await(AcquireEvent::QUEUED));
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = WatchesOf(*r1_);
+    return std::find(w.begin(), w.end(), held) != w.end();
+  }, milliseconds(5000))) << "the waiter should watch the holder's node";
+  auto end = waiter->AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitFor([&] {
+    auto w = WatchesOf(*r1_);
+    return std::find(w.begin(), w.end(), held) == w.end();
+  }, milliseconds(5000))) << "the ended waiter's watch is still registered";
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
 }
 
 }  // namespace
