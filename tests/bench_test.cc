@@ -1,13 +1,19 @@
 // turnstile-bench end to end: a quick run against an in-process replica on
 // the shared ZooKeeper prints one parseable BENCH_JSON line per workload,
 // with positive numbers, turnstile/floor ratios, and W4's herd-freedom
-// (about one watch notification per handoff, for every queue length).
+// (about one watch notification per handoff, for every queue length). W5 at
+// a small size passes its correctness checks (each waiter granted once, in
+// order, no node left) and costs ZooKeeper exactly one watch per waiter.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <set>
@@ -192,53 +198,85 @@ void ExpectCycleWorkload(const JsonValue& j, const std::string& w, const std::st
               1e-3 * j["ratio"][rate].number + 1e-9);
 }
 
-TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
-  ZkServer& zk = SharedZkServer();
-  ASSERT_TRUE(zk.running());
-  ReplicaConfig config = TestConfig(zk.ConnectString(), UniqueRoot("bench"));
-  // W4 --quick queues 50 waiters behind one holder; leave room.
-  config.max_contenders_per_lock = 200;
-  std::unique_ptr<Replica> replica = StartReplica(config);
-  ASSERT_TRUE(replica);
-
-  const auto start = std::chrono::steady_clock::now();
-  auto child = ChildProcess::Spawn({TURNSTILE_BENCH_PATH, "--quick", "--server",
-                                    replica->address(), "--zk", zk.ConnectString()});
-  ASSERT_TRUE(child);
-  // Hard bound: the quick run takes ~15 s on a loaded 2-core machine.
-  const auto deadline = start + std::chrono::seconds(120);
+// One run of turnstile-bench: its exit code (none if it did not exit in
+// time), its stdout, and its BENCH_JSON lines by workload.
+struct BenchRun {
+  std::optional<int> code;
   std::string output;
-  std::vector<std::string> json_lines;
+  size_t json_lines = 0;
+  std::map<std::string, JsonValue> by_workload;
+  double seconds = 0;
+};
+
+// Runs turnstile-bench with `args`, reading its output until it exits; at
+// `limit` it is killed. Every BENCH_JSON line must parse, name a workload
+// once, and (with `expect_ok`) say ok. `on_line` sees each line as it comes.
+BenchRun RunBench(const std::vector<std::string>& args, std::chrono::seconds limit,
+                  bool expect_ok = true,
+                  const std::function<void(const std::string&)>& on_line = nullptr) {
+  BenchRun run;
+  std::vector<std::string> argv = {TURNSTILE_BENCH_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto start = std::chrono::steady_clock::now();
+  auto child = ChildProcess::Spawn(argv);
+  if (!child) {
+    ADD_FAILURE() << "cannot start turnstile-bench";
+    return run;
+  }
+  const auto deadline = start + limit;
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     std::optional<std::string> line = child->ReadLine(left);
     if (!line) break;  // EOF (or the deadline)
-    output += *line + "\n";
-    if (line->rfind("BENCH_JSON ", 0) == 0) json_lines.push_back(line->substr(11));
-  }
-  std::optional<int> code = child->Wait(milliseconds(10000));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
-  ASSERT_EQ(*code, 0) << output;
-  EXPECT_LT(seconds, 60) << "the quick run must stay well under a minute";
-
-  std::map<std::string, JsonValue> by_workload;
-  for (const std::string& text : json_lines) {
+    run.output += *line + "\n";
+    if (on_line) on_line(*line);
+    if (line->rfind("BENCH_JSON ", 0) != 0) continue;
+    ++run.json_lines;
+    const std::string text = line->substr(11);
     JsonValue j;
     JsonParser parser(text);
-    ASSERT_TRUE(parser.Parse(&j)) << parser.error() << ": " << text;
-    ASSERT_EQ(j.kind, JsonValue::kObject) << text;
-    ASSERT_EQ(j["workload"].kind, JsonValue::kString) << text;
-    EXPECT_TRUE(by_workload.emplace(j["workload"].str, j).second)
-        << "two lines for " << j["workload"].str;
-    EXPECT_EQ(j["ok"].number, 1) << text;
-    EXPECT_EQ(j["error"].kind, JsonValue::kNull) << text;
+    if (!parser.Parse(&j) || j.kind != JsonValue::kObject ||
+        j["workload"].kind != JsonValue::kString) {
+      ADD_FAILURE() << "bad BENCH_JSON line (" << parser.error() << "): " << text;
+      continue;
+    }
+    if (expect_ok) {
+      EXPECT_EQ(j["ok"].number, 1) << text;
+      EXPECT_EQ(j["error"].kind, JsonValue::kNull) << text;
+    }
+    const std::string w = j["workload"].str;
+    EXPECT_TRUE(run.by_workload.emplace(w, std::move(j)).second) << "two lines for " << w;
   }
-  ASSERT_EQ(json_lines.size(), 4u) << output;
-  for (const char* w : {"w1", "w2", "w3", "w4"}) {
+  run.code = child->Wait(milliseconds(10000));
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  ReplicaConfig config = TestConfig(zk.ConnectString(), UniqueRoot("bench"));
+  // W4 --quick queues 50 waiters behind one holder, W5 --quick 1,000.
+  config.max_contenders_per_lock = 2001;
+  std::unique_ptr<Replica> replica = StartReplica(config);
+  ASSERT_TRUE(replica);
+
+  // Hard bound: the quick run takes ~15 s on a loaded 2-core machine.
+  BenchRun run = RunBench({"--quick", "--server", replica->address(), "--zk", zk.ConnectString(),
+                           "--zk-root", config.zk_root, "--zk-fsync", "off"},
+                          std::chrono::seconds(120));
+  const std::string& output = run.output;
+  ASSERT_TRUE(run.code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
+  ASSERT_EQ(*run.code, 0) << output;
+  EXPECT_LT(run.seconds, 60) << "the quick run must stay well under a minute";
+
+  std::map<std::string, JsonValue>& by_workload = run.by_workload;
+  ASSERT_EQ(run.json_lines, 5u) << output;
+  for (const char* w : {"w1", "w2", "w3", "w4", "w5"}) {
     ASSERT_TRUE(by_workload.count(w)) << "no BENCH_JSON line for " << w << "\n" << output;
+    // The fixture's ZooKeeper runs with forceSync=no; the label says so.
+    EXPECT_EQ(by_workload[w]["zk_fsync"].str, "off") << w;
   }
 
   // W1 and W3: cycles per second and cycle latency, both sides.
@@ -308,6 +346,135 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
   for (const std::string& name : *top) {
     EXPECT_NE(name.rfind("turnstile-bench-floor-", 0), 0u) << "left behind: /" << name;
   }
+}
+
+
+// W5 at a tenth of its default size against the real ZooKeeper: 2,000
+// waiters (1,000 on one lock, 1,000 over 100 locks) plus 10 reference locks
+// with 10 waiters, every lock first taken by one holder. The bench's own
+// checks must pass (exit 0: each contender granted exactly once, fencing
+// tokens rising in grant order per lock, no grant before the previous
+// holder's release, no contender node left), and ZooKeeper must hold exactly
+// one watch per waiter while all wait. Performance numbers are printed, not
+// asserted.
+TEST(BenchTest, ScaleRunGrantsEveryWaiterOnceInOrderWithOneWatchEach) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  const std::string root = UniqueRoot("bench-w5");
+  ReplicaConfig config = TestConfig(zk.ConnectString(), root);
+  // The big lock: 1,000 waiters + its holder.
+  config.max_contenders_per_lock = 2001;
+  std::unique_ptr<Replica> replica = StartReplica(config);
+  ASSERT_TRUE(replica);
+
+  // The replica runs in this process: its RSS and CPU are this process's.
+  BenchRun run = RunBench({"--workloads", "w5", "--w5-waiters", "2000", "--w5-idle", "1s",
+                           "--server", replica->address(), "--zk", zk.ConnectString(),
+                           "--zk-root", root, "--zk-fsync", "off", "--server-pid",
+                           std::to_string(getpid())},
+                          std::chrono::seconds(150));
+  const std::string& output = run.output;
+  std::cout << output;
+  ASSERT_TRUE(run.code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
+  ASSERT_EQ(*run.code, 0) << "exit 3 is a failed correctness check:\n" << output;
+  ASSERT_EQ(run.json_lines, 1u) << output;
+  ASSERT_TRUE(run.by_workload.count("w5")) << output;
+  const JsonValue& j = run.by_workload["w5"];
+  EXPECT_EQ(j["zk_fsync"].str, "off");
+
+  // The shape.
+  EXPECT_EQ(j["big_waiters"].number, 1000);
+  EXPECT_EQ(j["spread_locks"].number, 100);
+  EXPECT_EQ(j["spread_waiters"].number, 1000);
+  EXPECT_EQ(j["control_locks"].number, 10);
+  EXPECT_EQ(j["control_waiters"].number, 10);
+  const int waiters = 2000 + 10 * 10;
+  const int holders = 1 + 100 + 10;
+  EXPECT_EQ(j["waiters"].number, waiters);
+  EXPECT_EQ(j["holders"].number, holders);
+
+  // Correctness, as the bench checked it.
+  const JsonValue& checks = j["checks"];
+  EXPECT_EQ(checks["grants"].number, waiters + holders);
+  EXPECT_EQ(checks["violations"].number, 0);
+  EXPECT_EQ(checks["lock_nodes"].number, holders);
+  EXPECT_EQ(checks["nodes_left"].number, 0);
+  EXPECT_EQ(j["big"]["handoffs"].number, 1000);
+  EXPECT_EQ(j["spread"]["handoffs"].number, 1000);
+  EXPECT_EQ(j["control"]["handoffs"].number, 100);
+
+  // One watch per waiter: each waits on exactly the node ahead of it. A
+  // holder watches its own node, which is the node its first waiter
+  // watches: on one session that is one ZooKeeper watch, so the count is
+  // the number of waiters, not of contenders.
+  EXPECT_EQ(j["zk_watch_delta"].number, waiters) << output;
+
+  // Measured (values are machine-dependent: only their presence is checked).
+  for (const char* key : {"queue_s", "rss_waiting_mb", "idle_s"}) {
+    ExpectPositive(j, "w5", key);
+  }
+  ExpectPositive(j, "w5", "cpu_idle_percent", /*allow_zero=*/true);
+  for (const char* group : {"big", "control", "spread"}) {
+    ExpectPositive(j[group], std::string("w5.") + group, "handoffs_per_s");
+    ExpectPositive(j[group], std::string("w5.") + group, "release_to_acquired_p50_ms");
+  }
+  ExpectPositive(j["ratio"], "w5.ratio", "handoffs_per_s");
+  ExpectPositive(j["ratio"], "w5.ratio", "release_to_acquired_p50_ms");
+
+  // No contender node left, seen independently of the bench: every lock
+  // node under this test's root is empty (or already removed).
+  SyncZk sync(zk.ConnectString());
+  auto locks = sync.Children(root);
+  ASSERT_TRUE(locks.ok()) << locks.status();
+  for (const std::string& lock : *locks) {
+    EXPECT_TRUE(sync.Contenders(root + "/" + lock).empty()) << "left under " << root << "/" << lock;
+  }
+  EXPECT_TRUE(replica->engine().serving());
+}
+
+// A violation fails the run: a node left under one of W5's lock nodes (here
+// a foreign one, created while all wait) is reported, with the lock, and
+// turnstile-bench exits 3.
+TEST(BenchTest, ScaleRunExitsThreeWhenANodeIsLeftBehind) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  const std::string root = UniqueRoot("bench-w5-violation");
+  std::unique_ptr<Replica> replica = StartReplica(TestConfig(zk.ConnectString(), root));
+  ASSERT_TRUE(replica);
+
+  SyncZk sync(zk.ConnectString());
+  std::string planted;
+  // Once every waiter is queued the lock nodes exist: put a foreign child
+  // under one of them (the engine ignores it; the drain cannot remove it).
+  auto plant = [&](const std::string& line) {
+    if (!planted.empty() || line.rfind("  .. all QUEUED", 0) != 0) return;
+    auto locks = sync.Children(root);
+    if (!locks.ok() || locks->empty()) return;
+    planted = root + "/" + locks->front() + "/foreign";
+    EXPECT_EQ(sync.Create(planted, "", CreateMode::kPersistent), ZkCode::kOk) << planted;
+  };
+  BenchRun run = RunBench({"--workloads", "w5", "--w5-waiters", "200", "--w5-idle", "1s",
+                           "--server", replica->address(), "--zk", zk.ConnectString(),
+                           "--zk-root", root, "--zk-fsync", "off", "--server-pid",
+                           std::to_string(getpid())},
+                          std::chrono::seconds(120), /*expect_ok=*/false, plant);
+  const std::string& output = run.output;
+  std::cout << output;
+  ASSERT_FALSE(planted.empty()) << "no \"all QUEUED\" progress line:\n" << output;
+  ASSERT_TRUE(run.code.has_value()) << output;
+  EXPECT_EQ(*run.code, 3) << output;
+  const std::string lock = planted.substr(root.size() + 1, planted.rfind('/') - root.size() - 1);
+  EXPECT_NE(output.find("VIOLATION: lock " + lock + ": 1 node(s) left under " + root + "/" + lock +
+                        " after the drain"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("CORRECTNESS CHECKS FAILED"), std::string::npos) << output;
+  ASSERT_TRUE(run.by_workload.count("w5")) << output;
+  const JsonValue& j = run.by_workload["w5"];
+  EXPECT_EQ(j["ok"].number, 0);
+  EXPECT_EQ(j["error"].kind, JsonValue::kString);
+  EXPECT_EQ(j["checks"]["nodes_left"].number, 1);
+  EXPECT_EQ(sync.Delete(planted), ZkCode::kOk);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,22 +31,46 @@ constexpr char kUsage[] =
     "  --zk CONNECT        ZooKeeper for the floor and `mntr` (default\n"
     "                      127.0.0.1:2181; mntr is read from the first server,\n"
     "                      which should be the one the replica uses)\n"
-    "  --workloads LIST    of w1,w2,w3,w4 (default all)\n"
+    "  --zk-root PATH      the replica's --zk-root (default /turnstile; W5\n"
+    "                      lists its lock nodes there after the drain)\n"
+    "  --zk-fsync on|off   whether that ZooKeeper fsyncs (forceSync); only a\n"
+    "                      label for the tables and JSON (default unknown)\n"
+    "  --server-pid PID    the replica's process id, for W5's memory and CPU\n"
+    "                      (read from /proc; without it they are not measured)\n"
+    "  --workloads LIST    of w1,w2,w3,w4,w5 (default all)\n"
     "  --duration D        per workload and side, e.g. 5s, 500ms (default 5s)\n"
-    "  --herd-sizes LIST   W4 queue lengths (default 10,100,1000)\n"
-    "  --quick             1s per workload, herd sizes 10,50 (for tests)\n"
+    "  --herd-sizes LIST   W4 queue lengths (default 10,100,1000,10000)\n"
+    "  --w5-waiters N      W5 waiting streams (default 20000; 2..100000)\n"
+    "  --w5-idle D         W5 window for the idle CPU reading (default 5s)\n"
+    "  --quick             1s per workload, herd sizes 10,50, W5 with 2000\n"
+    "                      waiters and a 1s idle window (for tests)\n"
     "\n"
     "  w1  uncontended: 1 client, 1 lock, acquire+release cycles\n"
     "  w2  contended: 16 clients, 1 lock, hold 0; handoff = RELEASED at the\n"
     "      holder -> ACQUIRED at the next holder\n"
     "  w3  many locks: 32 clients, each on its own lock\n"
-    "  w4  herd: N waiters behind one holder, drained; latency, ZooKeeper\n"
-    "      packets and watch notifications per handoff\n"
+    "  w4  herd: N waiters behind one holder, drained; latency, rate, and\n"
+    "      ZooKeeper packets and watch notifications per handoff\n"
+    "  w5  scale: N streams waiting on one replica over 64 channels, half on\n"
+    "      one lock, half over 100 locks, plus 10 reference locks with 10\n"
+    "      waiters; every lock first taken by one holder. Reports the\n"
+    "      replica's RSS and idle CPU while all wait, ZooKeeper's watch count,\n"
+    "      then drains everything and compares the big lock's handoffs with\n"
+    "      the reference locks'. Checks (always): one node per contender while\n"
+    "      all wait, each contender granted once, in fencing-token order per\n"
+    "      lock, no grant before the previous holder's release, no node left\n"
+    "      under the lock nodes after the drain.\n"
     "\n"
-    "W4 needs N+1 contenders on one lock: run turnstiled with\n"
-    "--max-contenders-per-lock above the largest herd size (e.g. 2000).\n";
+    "W4 needs N+1 contenders on one lock and W5 N/2+1: run turnstiled with\n"
+    "--max-contenders-per-lock above both (e.g. 20001), --max-streams above\n"
+    "W5's streams (N + 211) and --max-watch-bytes for every contender of W5\n"
+    "(about 70 bytes each; deploy/local/bench.sh does all of this).\n"
+    "\n"
+    "Exit codes: 0 every workload ran and passed its checks; 1 a workload\n"
+    "failed to run; 2 usage; 3 a W5 correctness check failed.\n";
 
-bool ParseIntList(const std::string& text, std::vector<int>* out) {
+// A comma-separated list of integers in lo..hi.
+bool ParseIntList(const std::string& text, std::vector<int>* out, long lo, long hi) {
   out->clear();
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -54,7 +80,7 @@ bool ParseIntList(const std::string& text, std::vector<int>* out) {
     if (item.empty()) return false;
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
-    if (*end != '\0' || v < 1 || v > 100000) return false;
+    if (*end != '\0' || v < lo || v > hi) return false;
     out->push_back(static_cast<int>(v));
     pos = comma + 1;
   }
@@ -69,7 +95,9 @@ bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
     if (comma == std::string::npos) comma = text.size();
     std::string item = text.substr(pos, comma - pos);
     for (char& ch : item) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (item != "w1" && item != "w2" && item != "w3" && item != "w4") return false;
+    if (item != "w1" && item != "w2" && item != "w3" && item != "w4" && item != "w5") {
+      return false;
+    }
     bool dup = false;
     for (const auto& w : *out) dup |= (w == item);
     if (!dup) out->push_back(item);
@@ -80,7 +108,7 @@ bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
 
 // 0 = ok, 2 = usage error, -1 = --help.
 int ParseFlags(int argc, char** argv, BenchOptions* o) {
-  bool duration_set = false, herd_set = false;
+  bool duration_set = false, herd_set = false, w5_waiters_set = false, w5_idle_set = false;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return -1;
@@ -95,8 +123,11 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     std::string name = arg.substr(2), value;
     size_t eq = name.find('=');
     if (eq != std::string::npos) name = name.substr(0, eq);
-    if (name != "server" && name != "zk" && name != "workloads" && name != "duration" &&
-        name != "herd-sizes") {
+    static const char* const kValued[] = {"server",     "zk",         "zk-root",
+                                          "zk-fsync",   "server-pid", "workloads",
+                                          "duration",   "herd-sizes", "w5-waiters",
+                                          "w5-idle"};
+    if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
       return 2;
     }
@@ -108,30 +139,56 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
       std::fprintf(stderr, "turnstile bench: --%s needs a value\n", name.c_str());
       return 2;
     }
+    // Refuses `value` for this flag: the usage error.
+    auto refuse = [&](const char* why) {
+      std::fprintf(stderr, "turnstile bench: --%s: \"%s\" %s\n", name.c_str(), value.c_str(),
+                   why);
+      return 2;
+    };
+    auto duration_in = [&](Millis lo, Millis hi, Millis* out) {
+      auto d = ParseDuration(value);
+      if (!d.ok() || *d < lo || *d > hi) return false;
+      *out = *d;
+      return true;
+    };
+    auto one_int = [&](long lo, long hi, int* out) {
+      std::vector<int> v;
+      if (!ParseIntList(value, &v, lo, hi) || v.size() != 1) return false;
+      *out = v[0];
+      return true;
+    };
     if (name == "server") {
       o->server = value;
     } else if (name == "zk") {
       o->zk = value;
+    } else if (name == "zk-root") {
+      if (value.empty() || value[0] != '/' || value == "/" || value.back() == '/') {
+        return refuse("must be an absolute znode path");
+      }
+      o->zk_root = value;
+    } else if (name == "zk-fsync") {
+      if (value != "on" && value != "off") return refuse("must be on or off");
+      o->zk_fsync = value;
+    } else if (name == "server-pid") {
+      if (!one_int(1, 1 << 30, &o->server_pid)) return refuse("is not a process id");
+    } else if (name == "w5-waiters") {
+      if (!one_int(2, 100000, &o->w5_waiters)) return refuse("must be 2..100000");
+      w5_waiters_set = true;
+    } else if (name == "w5-idle") {
+      if (!duration_in(Millis(100), Millis(600 * 1000), &o->w5_idle)) {
+        return refuse("must be 100ms..10m");
+      }
+      w5_idle_set = true;
     } else if (name == "workloads") {
-      if (!ParseWorkloads(value, &o->workloads)) {
-        std::fprintf(stderr, "turnstile bench: --workloads: \"%s\" is not a list of w1,w2,w3,w4\n",
-                     value.c_str());
-        return 2;
-      }
+      if (!ParseWorkloads(value, &o->workloads)) return refuse("is not a list of w1,w2,w3,w4,w5");
     } else if (name == "duration") {
-      auto d = ParseDuration(value);
-      if (!d.ok() || *d < Millis(100) || *d > Millis(3600 * 1000)) {
-        std::fprintf(stderr, "turnstile bench: --duration: \"%s\" must be 100ms..1h\n",
-                     value.c_str());
-        return 2;
+      if (!duration_in(Millis(100), Millis(3600 * 1000), &o->duration)) {
+        return refuse("must be 100ms..1h");
       }
-      o->duration = *d;
       duration_set = true;
     } else if (name == "herd-sizes") {
-      if (!ParseIntList(value, &o->herd_sizes)) {
-        std::fprintf(stderr, "turnstile bench: --herd-sizes: \"%s\" must be a list of 1..100000\n",
-                     value.c_str());
-        return 2;
+      if (!ParseIntList(value, &o->herd_sizes, 1, 100000)) {
+        return refuse("must be a list of 1..100000");
       }
       herd_set = true;
     } else {
@@ -146,6 +203,8 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
   if (o->quick) {
     if (!duration_set) o->duration = Millis(1000);
     if (!herd_set) o->herd_sizes = {10, 50};
+    if (!w5_waiters_set) o->w5_waiters = 2000;
+    if (!w5_idle_set) o->w5_idle = Millis(1000);
   }
   return 0;
 }
@@ -213,6 +272,14 @@ Json Finish(Json j, const std::vector<std::string>& errors, bool* ok) {
 
 // --- workloads --------------------------------------------------------------------
 
+// Whether ZooKeeper fsynced changes every write's latency: each table
+// heading and JSON line says which was used.
+const char* Fsync(const BenchOptions& o) { return o.zk_fsync.c_str(); }
+
+Json JsonFor(const BenchOptions& o, const std::string& workload) {
+  return Json().Str("workload", workload).Str("zk_fsync", o.zk_fsync);
+}
+
 std::string LockName(const BenchOptions& o, const std::string& suffix) {
   return "bench-" + o.run_tag + "-" + suffix;
 }
@@ -224,9 +291,10 @@ std::string ErrorOf(const CycleResult& r, const char* side) {
 // W1 and W3: `clients` clients, each on its own lock.
 bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) {
   const double secs = o.duration.count() / 1000.0;
-  std::printf("\n== %s %s: %d client%s, %d lock%s, acquire+release cycles, hold 0, %.1f s per side\n",
+  std::printf("\n== %s %s: %d client%s, %d lock%s, acquire+release cycles, hold 0, %.1f s per "
+              "side; ZooKeeper fsync %s\n",
               w == "w1" ? "W1" : "W3", w == "w1" ? "uncontended" : "many locks", clients,
-              clients == 1 ? "" : "s", clients, clients == 1 ? "" : "s", secs);
+              clients == 1 ? "" : "s", clients, clients == 1 ? "" : "s", secs, Fsync(o));
   std::printf("   floor: create(ephemeral-sequential)+getChildren+delete cycles, %d loop%s on one "
               "ZooKeeper session\n",
               clients, clients == 1 ? "" : "s");
@@ -260,9 +328,8 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
         .Int("errors", static_cast<int64_t>(r.errors));
   };
   bool ok = true;
-  Json j;
-  j.Str("workload", w)
-      .Int("clients", clients)
+  Json j = JsonFor(o, w);
+  j.Int("clients", clients)
       .Int("locks", clients)
       .Num("duration_s", secs)
       .Obj("turnstile", side(t))
@@ -278,7 +345,8 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
 bool RunW2(const BenchOptions& o) {
   const double secs = o.duration.count() / 1000.0;
   const int clients = o.w2_clients;
-  std::printf("\n== W2 contended: %d clients, 1 lock, hold 0, %.1f s per side\n", clients, secs);
+  std::printf("\n== W2 contended: %d clients, 1 lock, hold 0, %.1f s per side; ZooKeeper fsync %s\n",
+              clients, secs, Fsync(o));
   std::printf("   handoff = previous holder's RELEASED -> next holder's ACQUIRED (one clock, one "
               "process)\n");
   std::printf("   floor: cycles/s = %d clients of the same herd-free recipe on one ZooKeeper "
@@ -307,9 +375,8 @@ bool RunW2(const BenchOptions& o) {
   PrintHandoffNote(t.handoff.count, t.acquired_before_released, t.handoff_signed);
   std::printf("  floor: %zu delete->watch samples\n", h.handoff.count);
   bool ok = true;
-  Json j;
-  j.Str("workload", "w2")
-      .Int("clients", clients)
+  Json j = JsonFor(o, "w2");
+  j.Int("clients", clients)
       .Int("locks", 1)
       .Num("duration_s", secs)
       .Obj("turnstile", Json()
@@ -353,12 +420,24 @@ bool RunW2(const BenchOptions& o) {
   return ok;
 }
 
+// The fields of a drain that W4 and W5 share.
+Json DrainJson(const HerdResult& r) {
+  return Json()
+      .Int("handoffs", static_cast<int64_t>(r.handoffs))
+      .Num("handoff_p50_ms", r.handoff.p50_ms)
+      .Num("handoff_p99_ms", r.handoff.p99_ms)
+      .Num("handoff_mean_ms", r.handoff.mean_ms)
+      .Num("drain_s", r.drain_seconds)
+      .Num("handoffs_per_s", r.handoffs_per_second);
+}
+
 bool RunW4(const BenchOptions& o) {
   std::printf("\n== W4 herd: N waiters queued behind one holder, then drained (hold 0); N = ");
   for (size_t i = 0; i < o.herd_sizes.size(); ++i) {
     std::printf("%s%d", i ? ", " : "", o.herd_sizes[i]);
   }
-  std::printf("\n   handoff = RELEASED at the holder -> ACQUIRED at the next; ZooKeeper counters are "
+  std::printf("; ZooKeeper fsync %s\n", Fsync(o));
+  std::printf("   handoff = RELEASED at the holder -> ACQUIRED at the next; ZooKeeper counters are "
               "mntr deltas over the drain / N\n");
   std::printf("   floor: a chain of N+1 sequential nodes, each watched (getData) by its successor; "
               "handoff = delete issued -> watch fired\n");
@@ -417,14 +496,8 @@ bool RunW4(const BenchOptions& o) {
       all_errors.push_back(e);
     }
     auto side = [](const HerdResult& r, bool turnstile) {
-      Json j;
-      j.Int("handoffs", static_cast<int64_t>(r.handoffs))
-          .Num("handoff_p50_ms", r.handoff.p50_ms)
-          .Num("handoff_p99_ms", r.handoff.p99_ms)
-          .Num("handoff_mean_ms", r.handoff.mean_ms)
-          .Num("drain_s", r.drain_seconds)
-          .Num("handoffs_per_s", r.handoffs_per_second)
-          .Num("zk_packets", r.zk.packets)
+      Json j = DrainJson(r);
+      j.Num("zk_packets", r.zk.packets)
           .Num("zk_watch_notifications", r.zk.notifications)
           .Num("zk_deleted_watches", r.zk.deleted_watches)
           .Num("zk_changed_watches", r.zk.changed_watches)
@@ -466,21 +539,23 @@ bool RunW4(const BenchOptions& o) {
   }
 
   std::printf("\n  -- against N (turnstile | floor)\n");
-  std::printf("  %6s %21s %21s %21s %15s %15s %9s\n", "N", "handoff p50 ms", "handoff p99 ms",
-              "rel.sent->acq p50 ms", "packets/hoff", "notifs/hoff", "QUEUED/h");
+  std::printf("  %6s %21s %21s %21s %19s %15s %15s %9s\n", "N", "handoff p50 ms", "handoff p99 ms",
+              "rel.sent->acq p50 ms", "handoffs/s", "packets/hoff", "notifs/hoff", "QUEUED/h");
   for (const Line& l : lines) {
-    std::printf("  %6d %10s|%-10s %10s|%-10s %10s|%-10s %7s|%-7s %7s|%-7s %9s\n", l.t.n,
+    std::printf("  %6d %10s|%-10s %10s|%-10s %10s|%-10s %9s|%-9s %7s|%-7s %7s|%-7s %9s\n", l.t.n,
                 Fmt(l.t.handoff.p50_ms).c_str(), Fmt(l.f.handoff.p50_ms).c_str(),
                 Fmt(l.t.handoff.p99_ms).c_str(), Fmt(l.f.handoff.p99_ms).c_str(),
                 Fmt(l.t.release_to_acquired.p50_ms).c_str(), Fmt(l.f.handoff.p50_ms).c_str(),
+                Fmt(l.t.handoffs_per_second, "%.0f").c_str(),
+                Fmt(l.f.handoffs_per_second, "%.0f").c_str(),
                 Fmt(l.t.packets_per_handoff, "%.2f").c_str(),
                 Fmt(l.f.packets_per_handoff, "%.2f").c_str(),
                 Fmt(l.t.notifications_per_handoff, "%.2f").c_str(),
                 Fmt(l.f.notifications_per_handoff, "%.2f").c_str(),
                 Fmt(l.t.queued_events_per_handoff, "%.1f").c_str());
   }
-  Json j;
-  j.Str("workload", "w4").Arr("herd", herd);
+  Json j = JsonFor(o, "w4");
+  j.Arr("herd", herd);
   if (all_errors.empty()) {
     j.Num("ok", 1).Null("error");
   } else {
@@ -489,6 +564,121 @@ bool RunW4(const BenchOptions& o) {
   }
   PrintJson(j);
   return ok;
+}
+
+
+// W5's result: 0 ran and passed its checks, 1 did not run through, 3 a
+// correctness check failed.
+int RunW5(const BenchOptions& o) {
+  std::printf("\n== W5 scale: %d Acquire streams waiting on one replica over %d channels; "
+              "ZooKeeper fsync %s\n",
+              o.w5_waiters, o.w5_channels, Fsync(o));
+  std::printf("   every lock first taken by one holder; measured while all wait, then drained "
+              "(hold 0):\n   reference locks one by one, then the big lock, then the spread "
+              "locks at once\n");
+  std::fflush(stdout);
+  const ScaleResult r = RunTurnstileScale(o, LockName(o, "w5"));
+  std::printf("  %d waiters: %d on one lock, %d over %d locks, %d reference locks x %d; "
+              "%d holders\n",
+              r.waiters, r.big_waiters, r.spread_waiters, r.spread_locks, r.control_locks,
+              r.control_waiters, r.holders);
+  Json j = JsonFor(o, "w5");
+  j.Int("waiters", r.waiters)
+      .Int("big_waiters", r.big_waiters)
+      .Int("spread_locks", r.spread_locks)
+      .Int("spread_waiters", r.spread_waiters)
+      .Int("control_locks", r.control_locks)
+      .Int("control_waiters", r.control_waiters)
+      .Int("holders", r.holders)
+      .Int("channels", o.w5_channels)
+      .Num("queue_s", r.queue_seconds);
+  if (!r.error.empty()) {
+    std::printf("  ERROR: %s\n", r.error.c_str());
+    PrintJson(j.Num("ok", 0).Str("error", r.error));
+    return 1;
+  }
+
+  const double rss_per_waiter_kb = (r.rss_waiting_mb - r.rss_before_mb) * 1024 / r.waiters;
+  std::printf("  all QUEUED after %.1f s\n", r.queue_seconds);
+  std::printf("  %-48s %12s   %s\n", "while all wait", "value", "target");
+  std::printf("  %-48s %12s   %s\n", "replica RSS (MB)", Fmt(r.rss_waiting_mb, "%.1f").c_str(),
+              "<= 300");
+  std::printf("  %-48s %12s\n", "replica RSS before W5 (MB)",
+              Fmt(r.rss_before_mb, "%.1f").c_str());
+  std::printf("  %-48s %12s\n", "replica RSS growth per waiter (KB)",
+              Fmt(rss_per_waiter_kb, "%.2f").c_str());
+  std::printf("  %-48s %12s   %s\n", "replica CPU while idle (% of one core)",
+              Fmt(r.cpu_idle_percent, "%.2f").c_str(), "<= 2");
+  std::printf("  %-48s %12s   = waiters (%d)\n", "ZooKeeper watches added (zk_watch_count)",
+              Fmt(r.watch_delta, "%.0f").c_str(), r.waiters);
+  if (o.server_pid <= 0) std::printf("  (no --server-pid: RSS and CPU not measured)\n");
+
+  const HerdResult& b = r.big;
+  const HerdResult& c = r.control;
+  std::printf("\n  %-40s %12s %12s %14s   %s\n", "drain", "big lock", "reference",
+              "big/reference", "target");
+  auto row = [](const char* metric, double big, double ref, const char* target,
+                const char* fmt = "%.3f") {
+    std::printf("  %-40s %12s %12s %14s   %s\n", metric, Fmt(big, fmt).c_str(),
+                Fmt(ref, fmt).c_str(), Fmt(Ratio(big, ref), "%.2f").c_str(), target);
+  };
+  row("waiters per lock", r.big_waiters, r.control_waiters, "", "%.0f");
+  row("handoffs/s", b.handoffs_per_second, c.handoffs_per_second, ">= 0.67");
+  row("release sent -> next ACQUIRED p50 (ms)", b.release_to_acquired.p50_ms,
+      c.release_to_acquired.p50_ms, "<= 1.5");
+  row("release sent -> next ACQUIRED p99 (ms)", b.release_to_acquired.p99_ms,
+      c.release_to_acquired.p99_ms, "");
+  row("handoff p50 (ms)", b.handoff.p50_ms, c.handoff.p50_ms, "");
+  std::printf("  spread: %d locks drained at once: %llu handoffs in %.2f s, %.0f handoffs/s, "
+              "release sent -> next ACQUIRED p50 %s ms\n",
+              r.spread_locks, static_cast<unsigned long long>(r.spread.handoffs),
+              r.spread.drain_seconds, r.spread.handoffs_per_second,
+              Fmt(r.spread.release_to_acquired.p50_ms).c_str());
+
+  auto drain = [](const HerdResult& h) {
+    return DrainJson(h)
+        .Num("release_to_acquired_p50_ms", h.release_to_acquired.p50_ms)
+        .Num("release_to_acquired_p99_ms", h.release_to_acquired.p99_ms)
+        .Int("acquired_before_released", static_cast<int64_t>(h.acquired_before_released));
+  };
+  j.Num("rss_before_mb", r.rss_before_mb)
+      .Num("rss_waiting_mb", r.rss_waiting_mb)
+      .Num("rss_per_waiter_kb", rss_per_waiter_kb)
+      .Num("idle_s", r.idle_seconds)
+      .Num("cpu_idle_percent", r.cpu_idle_percent)
+      .Num("zk_watch_count", r.watch_count)
+      .Num("zk_watch_delta", r.watch_delta)
+      .Obj("big", drain(b))
+      .Obj("control", drain(c))
+      .Obj("spread", drain(r.spread))
+      .Obj("ratio", Json()
+                        .Num("handoffs_per_s", Ratio(b.handoffs_per_second, c.handoffs_per_second))
+                        .Num("release_to_acquired_p50_ms",
+                             Ratio(b.release_to_acquired.p50_ms, c.release_to_acquired.p50_ms))
+                        .Num("handoff_p50_ms", Ratio(b.handoff.p50_ms, c.handoff.p50_ms)))
+      .Obj("checks", Json()
+                         .Int("grants", static_cast<int64_t>(r.grants_checked))
+                         .Int("lock_nodes", r.lock_nodes_checked)
+                         .Int("nodes_left", r.nodes_left)
+                         .Int("violations", static_cast<int64_t>(r.violation_count)));
+
+  if (r.violation_count == 0) {
+    std::printf("  checks: one node per contender while all wait; %llu grants, each contender "
+                "granted once, in fencing-token order per lock, none before the previous holder's "
+                "release; %d lock nodes empty after the drain\n",
+                static_cast<unsigned long long>(r.grants_checked), r.lock_nodes_checked);
+    PrintJson(j.Num("ok", 1).Null("error"));
+    return 0;
+  }
+  for (const std::string& v : r.violations) std::printf("  VIOLATION: %s\n", v.c_str());
+  if (r.violation_count > r.violations.size()) {
+    std::printf("  VIOLATION: ... %llu in all\n",
+                static_cast<unsigned long long>(r.violation_count));
+  }
+  const std::string error = std::to_string(r.violation_count) +
+                            " correctness violation(s); the first: " + r.violations.front();
+  PrintJson(j.Num("ok", 0).Str("error", error));
+  return 3;
 }
 
 }  // namespace
@@ -503,8 +693,8 @@ int RunBench(int argc, char** argv) {
   if (rc != 0) return rc;
   o.run_tag = std::to_string(getpid());
 
-  std::printf("turnstile bench: server %s, ZooKeeper %s, %.1f s per workload side%s\n",
-              o.server.c_str(), o.zk.c_str(), o.duration.count() / 1000.0,
+  std::printf("turnstile bench: server %s, ZooKeeper %s (fsync %s), %.1f s per workload side%s\n",
+              o.server.c_str(), o.zk.c_str(), Fsync(o), o.duration.count() / 1000.0,
               o.quick ? " (--quick)" : "");
   std::string error;
   if (!CheckServer(o, Millis(10000), &error)) {
@@ -524,15 +714,24 @@ int RunBench(int argc, char** argv) {
   std::fflush(stdout);
 
   bool ok = true;
+  bool violated = false;
   for (const std::string& w : o.workloads) {
     if (w == "w1") ok &= RunSeparateLocks(o, "w1", 1);
     if (w == "w2") ok &= RunW2(o);
     if (w == "w3") ok &= RunSeparateLocks(o, "w3", o.w3_clients);
     if (w == "w4") ok &= RunW4(o);
+    if (w == "w5") {
+      const int w5 = RunW5(o);
+      ok &= w5 == 0;
+      violated |= w5 == 3;
+    }
   }
-  std::printf("\nturnstile bench: %s\n", ok ? "done" : "done, with errors (see above)");
+  std::printf("\nturnstile bench: %s\n",
+              violated ? "done; CORRECTNESS CHECKS FAILED (see VIOLATION above)"
+              : ok     ? "done"
+                       : "done, with errors (see above)");
   std::fflush(stdout);
-  return ok ? 0 : 1;
+  return violated ? 3 : ok ? 0 : 1;
 }
 
 }  // namespace turnstile::bench

@@ -2,8 +2,10 @@
 // ZooKeeper floor it is built on, in the same run.
 //
 //   turnstile bench [--server 127.0.0.1:7400] [--zk 127.0.0.1:2181]
-//                   [--workloads w1,w2,w3,w4] [--duration 5s]
-//                   [--herd-sizes 10,100,1000] [--quick]
+//                   [--zk-root /turnstile] [--zk-fsync on|off]
+//                   [--server-pid PID] [--workloads w1,w2,w3,w4,w5]
+//                   [--duration 5s] [--herd-sizes 10,100,1000,10000]
+//                   [--w5-waiters 20000] [--w5-idle 5s] [--quick]
 //
 // Workloads:
 //   w1  uncontended: 1 client, 1 lock, acquire+release cycles.
@@ -11,18 +13,28 @@
 //       previous holder's RELEASED event to the next holder's ACQUIRED event.
 //   w3  many locks: 32 clients, each on its own lock.
 //   w4  herd: N waiters queued behind one holder, then drained; per-handoff
-//       latency, and ZooKeeper packets and watch notifications per handoff
-//       (deltas of the server's `mntr`).
-// Every workload also runs a raw-ZooKeeper floor (ZkSession, no gRPC) and
-// prints turnstile/floor per metric. Each workload prints a table and one line
-// "BENCH_JSON {...}".
+//       latency, drain rate, and ZooKeeper packets and watch notifications
+//       per handoff (deltas of the server's `mntr`).
+//   w5  scale: N streams waiting on one replica (half on one lock, half over
+//       100 locks, plus 10 reference locks with 10 waiters), every lock first
+//       taken by one holder; the replica's RSS and idle CPU (--server-pid),
+//       ZooKeeper's watch count, then the drain: the big lock's handoffs
+//       against the reference locks'. Correctness is checked every run: one
+//       node per contender while all wait, each contender granted once, in
+//       fencing-token order per lock, never before the previous holder's
+//       release, and no node left under the lock nodes after the drain.
+// W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
+// turnstile/floor per metric. Each workload prints a table and one line
+// "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.
 //
-// W4 with N waiters needs the replica to accept N+1 contenders on one lock:
-// run turnstiled with --max-contenders-per-lock above the largest herd size
-// (e.g. 2000 for the default sizes; the default limit is 1000).
+// W4 with N waiters needs the replica to accept N+1 contenders on one lock,
+// W5 N/2+1, N+211 streams and a watch budget for all of them: run turnstiled
+// with --max-contenders-per-lock 20001, --max-streams 25000 and
+// --max-watch-bytes 2097152 for the defaults (deploy/local/bench.sh does).
 //
-// Exit codes: 0 every workload ran; 1 a workload failed (the table and JSON
-// say which; the others still run); 2 usage.
+// Exit codes: 0 every workload ran and passed its checks; 1 a workload
+// failed to run (the table and JSON say which; the others still run); 2
+// usage; 3 a W5 correctness check failed.
 #ifndef TURNSTILE_CLIENT_BENCH_BENCH_H_
 #define TURNSTILE_CLIENT_BENCH_BENCH_H_
 

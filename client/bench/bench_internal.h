@@ -5,6 +5,7 @@
 #define TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,9 +25,16 @@ using Millis = std::chrono::milliseconds;
 struct BenchOptions {
   std::string server = "127.0.0.1:7400";
   std::string zk = "127.0.0.1:2181";
-  std::vector<std::string> workloads = {"w1", "w2", "w3", "w4"};
+  // The replica's --zk-root: W5 lists its lock nodes there after the drain.
+  std::string zk_root = "/turnstile";
+  // Whether ZooKeeper fsyncs its log ("on", "off"): a label for the tables
+  // and JSON only; the bench cannot see ZooKeeper's forceSync.
+  std::string zk_fsync = "unknown";
+  // The replica's process id, for W5's RSS and CPU (/proc); 0 = not known.
+  int server_pid = 0;
+  std::vector<std::string> workloads = {"w1", "w2", "w3", "w4", "w5"};
   Millis duration{5000};
-  std::vector<int> herd_sizes = {10, 100, 1000};
+  std::vector<int> herd_sizes = {10, 100, 1000, 10000};
   bool quick = false;
 
   // Fixed shapes (the workloads).
@@ -34,6 +42,16 @@ struct BenchOptions {
   int w3_clients = 32;
   // Channels (connections) the W4 waiters are spread over.
   int w4_channels = 16;
+  // W5: waiters (half on one lock, half over w5_spread_locks locks), the
+  // idle window for the CPU reading, and the channels they are spread over.
+  int w5_waiters = 20000;
+  Millis w5_idle{5000};
+  int w5_channels = 64;
+  int w5_spread_locks = 100;
+  // The reference: locks with this few waiters, drained one after another
+  // in the same run, against which the big lock's handoffs are compared.
+  int w5_control_locks = 10;
+  int w5_control_waiters = 10;
   // Unique per run: lock names and the floor's znode root carry it.
   std::string run_tag;
 };
@@ -79,6 +97,13 @@ struct ZkCounters {
 };
 ZkCounters CounterDelta(const Mntr& before, const Mntr& after);
 
+// --- the replica process (Linux /proc) ---------------------------------------
+
+// VmRSS of process `pid` in bytes; -1 if it cannot be read.
+int64_t ProcessRssBytes(int pid);
+// utime + stime of process `pid` in seconds; -1 if it cannot be read.
+double ProcessCpuSeconds(int pid);
+
 // --- results ----------------------------------------------------------------
 
 // Repeated acquire+release cycles (W1, W2, W3) — or create+getChildren+delete
@@ -122,6 +147,59 @@ struct HerdResult {
   std::string error;
 };
 
+// One contender's grant as its Acquire stream saw it.
+struct Grant {
+  uint64_t token = 0;
+  Clock::time_point acquired_at{}, released_at{}, release_sent_at{};
+};
+
+// Handoff samples of drained locks (W4: one; W5: several).
+class DrainSamples {
+ public:
+  // One lock's grants, its first holder's included; each grant after the
+  // first (in fencing-token order) is a handoff from the one before.
+  void AddLock(std::vector<Grant> grants);
+  // Fills handoff, handoff_signed, release_to_acquired, handoffs, drain
+  // seconds and rate. The drain time is the sum of the locks' drains (first
+  // release to last) when they ran one after another, or the span from the
+  // first release to the last when they ran `at_once`.
+  void Fill(bool at_once, HerdResult* r) const;
+
+ private:
+  std::vector<double> handoff_, signed_, from_release_;
+  uint64_t acquired_before_released_ = 0;
+  double busy_seconds_ = 0;
+  bool any_ = false;
+  Clock::time_point first_{}, last_{};
+};
+
+// W5: many waiters on one replica at once, then drained.
+struct ScaleResult {
+  int big_waiters = 0;       // on the one big lock
+  int spread_locks = 0;      // the other half, over this many locks
+  int spread_waiters = 0;
+  int control_locks = 0;     // the reference locks
+  int control_waiters = 0;   // per reference lock
+  int waiters = 0;           // all of them
+  int holders = 0;           // one per lock
+  double queue_seconds = NAN;     // all waiters started -> each one QUEUED
+  double rss_before_mb = NAN;     // before any stream was opened
+  double rss_waiting_mb = NAN;    // while all wait
+  double idle_seconds = NAN;
+  double cpu_idle_percent = NAN;  // of one core, while all wait
+  double watch_count = NAN;       // mntr zk_watch_count while all wait
+  double watch_delta = NAN;       // ... minus its value before the run
+  HerdResult big, control, spread;
+  uint64_t grants_checked = 0;
+  int lock_nodes_checked = 0;
+  int64_t nodes_left = 0;  // contender nodes found after the drain
+  // Correctness violations (double grants, grants out of order, two
+  // holders at once, nodes left behind); at most a few are kept.
+  std::vector<std::string> violations;
+  uint64_t violation_count = 0;
+  std::string error;  // the run itself failed (nothing to check)
+};
+
 // --- the turnstile side (gRPC, plain stubs) ------------------------------------
 
 // Checks that the replica answers (channel connects within `timeout`).
@@ -137,6 +215,12 @@ CycleResult RunTurnstileCycles(const BenchOptions& o,
 // W4: one holder, N waiters queued, then drained with hold time 0.
 HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
                             int n);
+
+// W5: every lock taken by one holder, then o.w5_waiters (plus the reference
+// locks' waiters) queued at once over o.w5_channels channels; measured while
+// they wait, drained (reference locks one by one, the big lock, then the
+// spread locks at once) and checked. `lock_prefix` starts every lock name.
+ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_prefix);
 
 // --- the floor side (ZkSession) ---------------------------------------------
 
@@ -175,6 +259,11 @@ class Floor {
   std::string root_;
   std::string zk_connect_;
 };
+
+// Children of each ZooKeeper node in `paths` (a missing node counts 0), read
+// over a session of its own; false + *error if ZooKeeper cannot be asked.
+bool CountChildren(const std::string& zk_connect, const std::vector<std::string>& paths,
+                   std::vector<int>* counts, std::string* error);
 
 // --- output -----------------------------------------------------------------
 

@@ -41,6 +41,76 @@ Latency Summarize(std::vector<double> samples) {
   return l;
 }
 
+void DrainSamples::AddLock(std::vector<Grant> grants) {
+  if (grants.empty()) return;
+  std::sort(grants.begin(), grants.end(),
+            [](const Grant& a, const Grant& b) { return a.token < b.token; });
+  Clock::time_point last_release = grants.front().released_at;
+  for (size_t i = 1; i < grants.size(); ++i) {
+    double ms = ToMs(grants[i].acquired_at - grants[i - 1].released_at);
+    signed_.push_back(ms);
+    if (ms < 0) ++acquired_before_released_;
+    handoff_.push_back(ms < 0 ? 0 : ms);
+    from_release_.push_back(ToMs(grants[i].acquired_at - grants[i - 1].release_sent_at));
+    last_release = std::max(last_release, grants[i].released_at);
+  }
+  const Clock::time_point first_release = grants.front().released_at;
+  busy_seconds_ += std::chrono::duration<double>(last_release - first_release).count();
+  first_ = any_ ? std::min(first_, first_release) : first_release;
+  last_ = any_ ? std::max(last_, last_release) : last_release;
+  any_ = true;
+}
+
+void DrainSamples::Fill(bool at_once, HerdResult* r) const {
+  r->handoffs = handoff_.size();
+  r->handoff = Summarize(handoff_);
+  r->handoff_signed = Summarize(signed_);
+  r->release_to_acquired = Summarize(from_release_);
+  r->acquired_before_released = acquired_before_released_;
+  r->drain_seconds =
+      at_once ? std::chrono::duration<double>(last_ - first_).count() : busy_seconds_;
+  r->handoffs_per_second = r->drain_seconds > 0 ? r->handoffs / r->drain_seconds : 0;
+}
+
+// --- the replica process --------------------------------------------------------
+
+int64_t ProcessRssBytes(int pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  if (f == nullptr) return -1;
+  int64_t kib = -1;
+  char line[256];
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    long long v = 0;
+    if (std::sscanf(line, "VmRSS: %lld kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+double ProcessCpuSeconds(int pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return -1;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+  // the fields are counted from the last ')'. utime and stime are fields 14
+  // and 15, i.e. the 12th and 13th after it.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2) {
+    return -1;
+  }
+  const long ticks = sysconf(_SC_CLK_TCK);
+  return ticks > 0 ? static_cast<double>(utime + stime) / ticks : -1;
+}
+
 // --- four-letter words --------------------------------------------------------
 
 namespace {

@@ -3,31 +3,17 @@
 // monotonic clock in this process.
 #include <algorithm>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
 #include <utility>
 
-#include <grpcpp/grpcpp.h>
-
-#include "client/bench/bench_internal.h"
-#include "turnstile/v1/lock.grpc.pb.h"
+#include "client/bench/acquire_call.h"
 
 namespace turnstile::bench {
 namespace {
 
-using v1::AcquireEvent;
-using v1::AcquireOpen;
-using v1::AcquireRequest;
-
 constexpr Millis kConnectTimeout(10000);
-
-std::chrono::system_clock::time_point ToSystem(Clock::time_point t) {
-  return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(t - Clock::now());
-}
 
 const char* CodeName(grpc::StatusCode code) {
   switch (code) {
@@ -52,8 +38,8 @@ const char* CodeName(grpc::StatusCode code) {
   }
 }
 
-// A separate connection per channel (a subchannel pool of its own), so that
-// "N clients" are N connections, as N client processes would be.
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -73,169 +59,6 @@ bool ConnectAll(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
   }
   return true;
 }
-
-class AcquireCall;
-
-// Owns finished calls until the main thread reaps them; cancels live ones.
-// Add/Finished may be called from any thread; Reap, CancelAll and WaitIdle
-// only from the one thread that runs the workload (the only deleter), so a
-// pointer taken from `live_` stays valid while that thread uses it.
-class CallTracker {
- public:
-  ~CallTracker() { Reap(); }
-  void Add(AcquireCall* c) {
-    std::lock_guard<std::mutex> l(mu_);
-    live_.insert(c);
-  }
-  void Finished(AcquireCall* c) {
-    std::lock_guard<std::mutex> l(mu_);
-    live_.erase(c);
-    finished_.push_back(c);
-    cv_.notify_all();
-  }
-  void Reap();
-  void CancelAll();
-  // Waits until no call is live (reaping meanwhile); false at `deadline`.
-  bool WaitIdle(Clock::time_point deadline) {
-    for (;;) {
-      Reap();
-      std::unique_lock<std::mutex> l(mu_);
-      if (live_.empty()) return true;
-      if (Clock::now() >= deadline) return false;
-      cv_.wait_for(l, Millis(50));
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_set<AcquireCall*> live_;
-  std::vector<AcquireCall*> finished_;
-};
-
-// One Acquire stream. Hooks run on gRPC callback threads; the event hook of
-// one call is never run concurrently with itself.
-class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, AcquireEvent> {
- public:
-  using EventFn = std::function<void(AcquireCall*, const AcquireEvent&, Clock::time_point)>;
-  using DoneFn = std::function<void(AcquireCall*, const grpc::Status&, Clock::time_point)>;
-
-  AcquireCall(CallTracker* tracker, EventFn on_event, DoneFn on_done)
-      : tracker_(tracker), on_event_(std::move(on_event)), on_done_(std::move(on_done)) {
-    release_req_.mutable_release();
-  }
-
-  // Sends `open` and reads events until the stream ends or `deadline`. With
-  // `hold`, the stream stays alive (OnDone waits) until Release() is called,
-  // so Release() may be called from any thread.
-  void Start(v1::LockService::Stub* stub, const AcquireOpen& open,
-             Clock::time_point deadline, bool hold) {
-    *open_req_.mutable_open() = open;
-    ctx_.set_deadline(ToSystem(deadline));
-    started = Clock::now();
-    tracker_->Add(this);
-    stub->async()->Acquire(&ctx_, this);
-    if (hold) {
-      hold_ = true;
-      AddHold();
-    }
-    StartWrite(&open_req_);
-    StartRead(&event_);
-    StartCall();
-  }
-
-  // Sends `release` and half-closes, once `open` is written. Call from this
-  // call's own hooks, or (with `hold`) from anywhere, exactly once.
-  void Release() {
-    bool send = false;
-    bool remove_hold = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!release_requested_) {
-        release_requested_ = true;
-        release_requested_at = Clock::now();
-        if (open_written_ && !release_sent_) release_sent_ = send = true;
-      }
-      if (hold_) {
-        hold_ = false;
-        remove_hold = true;
-      }
-    }
-    if (send) StartWriteLast(&release_req_, grpc::WriteOptions());
-    if (remove_hold) RemoveHold();
-  }
-
-  void Cancel() { ctx_.TryCancel(); }
-
-  // Written by this call's read reactions (serialized), read in on_done.
-  int client = 0;
-  Clock::time_point started{};
-  Clock::time_point acquired_at{};
-  Clock::time_point released_at{};
-  Clock::time_point release_requested_at{};  // set by Release()
-  bool acquired = false;
-  bool released = false;
-  bool lost = false;
-  uint64_t token = 0;
-  uint64_t queued_events = 0;
-
- private:
-  void OnWriteDone(bool /*ok*/) override {
-    bool send = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!open_written_) {
-        open_written_ = true;
-        if (release_requested_ && !release_sent_) release_sent_ = send = true;
-      }
-    }
-    if (send) StartWriteLast(&release_req_, grpc::WriteOptions());
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream ended; OnDone follows
-    const Clock::time_point t = Clock::now();
-    switch (event_.type()) {
-      case AcquireEvent::QUEUED:
-        ++queued_events;
-        break;
-      case AcquireEvent::ACQUIRED:
-        acquired = true;
-        acquired_at = t;
-        token = event_.acquired().fencing_token();
-        break;
-      case AcquireEvent::RELEASED:
-        released = true;
-        released_at = t;
-        break;
-      case AcquireEvent::LOST:
-        lost = true;
-        break;
-      default:
-        break;
-    }
-    on_event_(this, event_, t);
-    StartRead(&event_);
-  }
-
-  void OnDone(const grpc::Status& s) override {
-    on_done_(this, s, Clock::now());
-    tracker_->Finished(this);  // last: the tracker's thread may delete us
-  }
-
-  CallTracker* const tracker_;
-  const EventFn on_event_;
-  const DoneFn on_done_;
-  grpc::ClientContext ctx_;
-  AcquireRequest open_req_;
-  AcquireRequest release_req_;
-  AcquireEvent event_;
-  std::mutex mu_;
-  bool hold_ = false;
-  bool open_written_ = false;
-  bool release_requested_ = false;
-  bool release_sent_ = false;
-};
 
 void CallTracker::Reap() {
   std::vector<AcquireCall*> done;
@@ -273,6 +96,8 @@ std::string DescribeFailure(const std::string& lock, const AcquireCall& c,
 }
 
 // --- W1, W2, W3: acquire+release loops ----------------------------------------
+
+namespace {
 
 struct CycleState {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
@@ -441,11 +266,7 @@ struct HerdState {
   std::string first_error;
   bool draining = false;
   uint64_t drain_queued_events = 0;
-  struct Rec {
-    uint64_t token;
-    Clock::time_point acquired_at, released_at, release_sent_at;
-  };
-  std::vector<Rec> recs;
+  std::vector<Grant> recs;
 
   CallTracker tracker;
 };
@@ -620,24 +441,9 @@ HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
   }
 
   std::lock_guard<std::mutex> l(s->mu);
-  std::sort(s->recs.begin(), s->recs.end(),
-            [](const HerdState::Rec& a, const HerdState::Rec& b) { return a.token < b.token; });
-  std::vector<double> handoffs, signed_handoffs, from_release;
-  Clock::time_point last_release = s->recs.front().released_at;
-  for (size_t i = 1; i < s->recs.size(); ++i) {
-    double ms = ToMs(s->recs[i].acquired_at - s->recs[i - 1].released_at);
-    signed_handoffs.push_back(ms);
-    if (ms < 0) ++r.acquired_before_released;
-    handoffs.push_back(ms < 0 ? 0 : ms);
-    from_release.push_back(ToMs(s->recs[i].acquired_at - s->recs[i - 1].release_sent_at));
-    last_release = std::max(last_release, s->recs[i].released_at);
-  }
-  r.handoffs = handoffs.size();
-  r.handoff = Summarize(std::move(handoffs));
-  r.handoff_signed = Summarize(std::move(signed_handoffs));
-  r.release_to_acquired = Summarize(std::move(from_release));
-  r.drain_seconds = std::chrono::duration<double>(last_release - s->recs.front().released_at).count();
-  r.handoffs_per_second = r.drain_seconds > 0 ? r.handoffs / r.drain_seconds : 0;
+  DrainSamples samples;
+  samples.AddLock(std::move(s->recs));
+  samples.Fill(/*at_once=*/false, &r);
   r.zk = CounterDelta(before, after);
   if (r.handoffs > 0) {
     r.packets_per_handoff = r.zk.packets / r.handoffs;

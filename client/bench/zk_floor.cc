@@ -274,6 +274,28 @@ struct RecipeClient : std::enable_shared_from_this<RecipeClient> {
 
 }  // namespace
 
+bool CountChildren(const std::string& zk_connect, const std::vector<std::string>& paths,
+                   std::vector<int>* counts, std::string* error) {
+  SetZkClientLogLevel("error");
+  std::unique_ptr<ZkSession> zk = Connect(zk_connect, error);
+  if (zk == nullptr) return false;
+  counts->clear();
+  bool ok = true;
+  for (const std::string& path : paths) {
+    std::vector<std::string> kids;
+    ZkCode c = SyncChildren(*zk, path, &kids);
+    if (c == ZkCode::kNoNode) kids.clear();  // a container node already reaped
+    if (c != ZkCode::kOk && c != ZkCode::kNoNode) {
+      *error = CodeText("getChildren", path, c);
+      ok = false;
+      break;
+    }
+    counts->push_back(static_cast<int>(kids.size()));
+  }
+  zk->Close();
+  return ok;
+}
+
 std::unique_ptr<Floor> Floor::Open(const BenchOptions& o, std::string* error) {
   SetZkClientLogLevel("error");
   std::unique_ptr<Floor> f(new Floor());
