@@ -646,11 +646,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   c->seq = parsed ? parsed->sequence : 0;
   c->czxid = static_cast<uint64_t>(stat.czxid);
   by_path_[c->path()] = c->id;
-  LockQueue::Entry entry;
-  entry.node = c->node;
-  entry.kind = c->params.kind;
-  entry.local_id = c->id;
-  locks_[c->segment].queue.Insert(c->seq, std::move(entry));
+  EnterQueue(c);
   if (c->abandoned || !c->sink) {
     // The caller gave up while the create was in flight.
     c->state = State::kDeleting;
@@ -709,11 +705,7 @@ void LockEngine::SearchOwnNode(Contender* c) {
                 Stall(c);
               } else if (code == ZkCode::kOk) {
                 c->czxid = static_cast<uint64_t>(stat.czxid);
-                LockQueue::Entry entry;
-                entry.node = c->node;
-                entry.kind = c->params.kind;
-                entry.local_id = c->id;
-                locks_[c->segment].queue.Insert(c->seq, std::move(entry));
+                EnterQueue(c);
                 if (c->abandoned || !c->sink) {
                   c->state = State::kDeleting;
                   IssueDelete(c);
@@ -846,6 +838,15 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
   if (again != locks_.end() && again->second.list_wanted && connected_ && bootstrapped_) {
     RequestList(segment);
   }
+}
+
+// Puts a contender whose node is known into its lock's view.
+void LockEngine::EnterQueue(Contender* c) {
+  LockQueue::Entry entry;
+  entry.node = c->node;
+  entry.kind = c->params.kind;
+  entry.local_id = c->id;
+  locks_[c->segment].queue.Insert(c->seq, std::move(entry));
 }
 
 LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {

@@ -275,6 +275,7 @@ class LockEngine {
   void NoteGone(const std::string& segment, const std::string& node);
   void NoteAllBefore(const std::string& segment, int32_t seq);
   Contender* LocalOf(const LockQueue::Entry* e);
+  void EnterQueue(Contender* c);
   Contender* Find(uint64_t id, uint64_t gen);
   Contender* FindByPath(const std::string& path);
   Millis SafeFor() const;

@@ -57,10 +57,6 @@ const LockQueue::Entry* LockQueue::Ahead(int32_t seq) const {
   return &std::prev(it)->second;
 }
 
-int32_t LockQueue::AheadSeq(int32_t seq) const {
-  return std::prev(entries_.lower_bound(seq))->first;
-}
-
 const LockQueue::Entry* LockQueue::Behind(int32_t seq) const {
   auto it = entries_.upper_bound(seq);
   return it == entries_.end() ? nullptr : &it->second;

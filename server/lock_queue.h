@@ -65,8 +65,6 @@ class LockQueue {
   // nullptr if none.
   const Entry* Ahead(int32_t seq) const;
   const Entry* Behind(int32_t seq) const;
-  // Sequence of the entry directly ahead of `seq`; only valid if Ahead() is set.
-  int32_t AheadSeq(int32_t seq) const;
   // Number of entries ahead of `seq`. O(position).
   int64_t CountAhead(int32_t seq) const;
 

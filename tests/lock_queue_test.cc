@@ -35,7 +35,6 @@ TEST(LockQueueTest, ListingOrdersBySequenceAndIgnoresForeignChildren) {
   EXPECT_EQ(q.Behind(7)->node, Node(12));
   EXPECT_EQ(q.Behind(12), nullptr);
   EXPECT_EQ(q.CountAhead(12), 2);
-  EXPECT_EQ(q.AheadSeq(12), 7);
 }
 
 TEST(LockQueueTest, OrderSurvivesTheSignedWrap) {
