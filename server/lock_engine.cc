@@ -6,40 +6,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/lock_engine_internal.h"
 #include "server/ordering.h"
 
 namespace turnstile {
-namespace {
 
-using Clock = TimerQueue::Clock;
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// "/" + "/x-<16 hex>-<11 chars>" plus slack.
-constexpr size_t kContenderPathOverhead = 40;
-
-// Waiters this close to the front hear of every change of position.
-constexpr size_t kFrontPositions = 12;
-
-bool IsRetryable(ZkCode code) { return code == ZkCode::kConnectionLoss; }
-bool IsSessionGone(ZkCode code) {
-  return code == ZkCode::kSessionExpired || code == ZkCode::kClosing;
-}
-
-// Every prefix of an absolute path, shortest first ("/a/b" -> "/a", "/a/b").
-std::vector<std::string> PathPrefixes(const std::string& path) {
-  std::vector<std::string> out;
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') out.push_back(path.substr(0, i));
-  }
-  return out;
-}
-
-}  // namespace
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 const char* LostReasonName(LostReason r) {
   switch (r) {
@@ -63,68 +35,25 @@ const char* AcquireResultName(AcquireResult r) {
   return "?";
 }
 
-struct LockEngine::Contender {
-  uint64_t id = 0;
-  AcquireParams params;
-  std::string segment;    // encoded lock name
-  std::string lock_path;  // root/segment
-  std::string uid;
-  std::string data;       // EncodeContenderInfo
-  std::shared_ptr<ContenderSink> sink;  // null once ended or abandoned
-  State state = State::kPendingCreate;
-  // Bumped whenever an operation in flight becomes stale (re-arm, reset).
-  uint64_t gen = 0;
-  bool stalled = false;    // an operation failed with connection loss
-  bool abandoned = false;  // ended while its create was in flight
-  bool suspended = false;
-  bool announced = false;  // kHeld and told ACQUIRED (see Grant)
-  std::optional<Clock::time_point> handoff_from;  // blocker known gone
-  int create_attempts = 0;
-  size_t path_bytes = 0;  // counted in watched_path_bytes_
 
-  std::string node;  // own node name, once known
-  int32_t seq = 0;
-  uint64_t czxid = 0;
-  // Order of the last create sent: a listing covers it if sent after it.
-  uint64_t create_order = 0;
-  std::string watching;     // the node ahead that blocks it
-  uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
-  // The own-node read (grant confirmation and the holder's watch) has its
-  // own generation: it may be sent early, behind the blocker's delete.
-  uint64_t own_gen = 0;
-  bool own_read_in_flight = false;
-  int64_t last_position = -1;  // last QUEUED position sent
-  Clock::time_point last_position_at;
-
-  TimerQueue::TimerId wait_timer = 0;
-  TimerQueue::TimerId ttl_timer = 0;
-  Clock::time_point ttl_deadline;
-
-  // Metrics.
-  Clock::time_point opened_at = Clock::now();
-  Clock::time_point granted_at;
-  bool wait_noted = false;
-  bool hold_open = false;
-
-  std::string path() const { return lock_path + "/" + node; }
-  bool waiting() const {
-    return state == State::kPendingCreate || state == State::kCreating ||
-           state == State::kCreateUnknown || state == State::kListing ||
-           state == State::kWaiting || (state == State::kHeld && !announced);
-  }
-};
-
-LockEngine::LockEngine(ZkSession* zk, TimerQueue* timers,
+LockEngine::LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers,
                        EngineOptions options)
-    : zk_(zk), timers_(timers), options_(std::move(options)) {
-  zk_->SetSessionListener([this](SessionEvent e) { OnSessionEvent(e); });
+    : timers_(timers), options_(std::move(options)), slots_(sessions.size()) {
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    SessionSlot* slot = &slots_[i];
+    slot->index = i;
+    slot->zk = sessions[i];
+    slot->zk->SetSessionListener([this, slot](SessionEvent e) { OnSessionEvent(slot, e); });
+  }
 }
 
 LockEngine::~LockEngine() {
   std::lock_guard<std::mutex> l(mu_);
   shut_down_ = true;
-  timers_->Cancel(suspend_timer_);
-  timers_->Cancel(heartbeat_timer_);
+  for (SessionSlot& slot : slots_) {
+    timers_->Cancel(slot.suspend_timer);
+    timers_->Cancel(slot.heartbeat_timer);
+  }
   for (auto& [id, c] : contenders_) {
     timers_->Cancel(c->wait_timer);
     timers_->Cancel(c->ttl_timer);
@@ -172,219 +101,6 @@ void LockEngine::Deliver() {
 
 // ---------------------------------------------------------------------------
 // Session.
-
-void LockEngine::SetServingListener(std::function<void(bool)> listener) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    serving_listener_ = std::move(listener);
-    Later([fn = serving_listener_, s = last_serving_] { fn(s); });
-  }
-  Deliver();
-}
-
-bool LockEngine::serving() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return connected_ && bootstrapped_ && !draining_;
-}
-
-void LockEngine::UpdateServing() {
-  bool now = connected_ && bootstrapped_ && !draining_;
-  if (now == last_serving_) return;
-  last_serving_ = now;
-  if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
-}
-
-Millis LockEngine::SafeFor() const {
-  auto left = last_alive_ + zk_->session_timeout() - Clock::now();
-  auto ms = std::chrono::duration_cast<Millis>(left);
-  return ms.count() > 0 ? ms : Millis(0);
-}
-
-void LockEngine::OnSessionEvent(SessionEvent e) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (shut_down_) return;
-    switch (e) {
-      case SessionEvent::kConnected: {
-        connected_ = true;
-        last_alive_ = Clock::now();
-        timers_->Cancel(suspend_timer_);
-        suspend_timer_ = 0;
-        if (!bootstrapped_) {
-          Bootstrap();
-          break;
-        }
-        for (auto& [id, c] : contenders_) {
-          if (c->state == State::kHeld && c->suspended) {
-            c->suspended = false;
-            LockEvent ev;
-            ev.type = LockEvent::Type::kResumed;
-            Emit(c.get(), ev);
-          }
-        }
-        std::vector<Contender*> stalled;
-        for (auto& [id, c] : contenders_) {
-          if (c->stalled) stalled.push_back(c.get());
-        }
-        for (Contender* c : stalled) {
-          c->stalled = false;
-          Step(c);
-        }
-        break;
-      }
-      case SessionEvent::kDisconnected: {
-        connected_ = false;
-        Millis safe = SafeFor();
-        for (auto& [id, c] : contenders_) {
-          if (c->state != State::kHeld || c->suspended || !c->announced) continue;
-          c->suspended = true;
-          LockEvent ev;
-          ev.type = LockEvent::Type::kSuspended;
-          ev.safe_for = safe;
-          Emit(c.get(), ev);
-        }
-        // A disconnected replica learns of its expiry only on reconnect:
-        // once the session timeout has passed, its holds must count as lost.
-        timers_->Cancel(suspend_timer_);
-        suspend_timer_ = timers_->ScheduleAfter(safe, [this] {
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            suspend_timer_ = 0;
-            if (connected_ || shut_down_) return;
-            std::vector<Contender*> held;
-            for (auto& [id, c] : contenders_) {
-              if (c->state == State::kHeld) held.push_back(c.get());
-            }
-            for (Contender* c : held) {
-              Lose(c, LostReason::kSessionExpired,
-                   "disconnected from ZooKeeper for longer than the session "
-                   "timeout");
-            }
-          }
-          Deliver();
-        });
-        break;
-      }
-      case SessionEvent::kExpired: {
-        connected_ = false;
-        bootstrapped_ = false;
-        ++session_epoch_;
-        timers_->Cancel(suspend_timer_);
-        suspend_timer_ = 0;
-        for (auto& [segment, lock] : locks_) {
-          lock.queue.Clear();
-          lock.list_in_flight = lock.list_wanted = false;
-        }
-        std::vector<Contender*> all;
-        for (auto& [id, c] : contenders_) {
-          c->watch_key = 0;  // the session's watches are gone
-          all.push_back(c.get());
-        }
-        for (Contender* c : all) {
-          // Every node of the old session is gone.
-          if (c->state == State::kHeld && c->announced) {
-            Lose(c, LostReason::kSessionExpired,
-                 "the replica's ZooKeeper session expired");
-          }
-          if (c->state == State::kDeleting || c->abandoned || !c->sink) {
-            if (c->state == State::kDeleting && c->sink) {
-              // A release waiting for the connection: the node went with
-              // the session, so it is released.
-              ++stats_.released;
-              LockEvent ev;
-              ev.type = LockEvent::Type::kReleased;
-              Emit(c, ev);
-              Finish(c, absl::OkStatus());
-            }
-            Forget(c);
-            continue;
-          }
-          // Waiters queue again on the new session; they lose their place.
-          by_path_.erase(c->path());
-          c->node.clear();
-          c->watching.clear();
-          c->watch_key = 0;  // dropped with the session
-          c->own_read_in_flight = false;
-          c->last_position = -1;
-          c->stalled = false;
-          ++c->gen;
-          c->state = State::kPendingCreate;
-          ++stats_.requeued_after_expiry;
-        }
-        break;
-      }
-      case SessionEvent::kAuthFailed:
-        connected_ = false;
-        break;
-    }
-    UpdateServing();
-  }
-  Deliver();
-}
-
-// Creates the root (each path component) on every new session, then starts
-// the contenders that were waiting for a session.
-void LockEngine::Bootstrap() {
-  EnsurePath(0, PathPrefixes(options_.root));
-}
-
-void LockEngine::EnsurePath(size_t index, std::vector<std::string> paths) {
-  if (index == paths.size()) {
-    bootstrapped_ = true;
-    UpdateServing();
-    Heartbeat();
-    std::vector<Contender*> pending;
-    for (auto& [id, c] : contenders_) {
-      if (c->state == State::kPendingCreate || c->stalled) pending.push_back(c.get());
-    }
-    for (Contender* c : pending) {
-      c->stalled = false;
-      Step(c);
-    }
-    return;
-  }
-  std::string path = paths[index];
-  uint64_t epoch = session_epoch_;
-  zk_->Create(path, "", CreateMode::kPersistent,
-              [this, index, paths = std::move(paths), epoch](
-                  ZkCode code, const std::string&, const ZkStat&) {
-                {
-                  std::lock_guard<std::mutex> l(mu_);
-                  if (shut_down_ || epoch != session_epoch_) return;
-                  if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
-                    EnsurePath(index + 1, paths);
-                  } else if (IsRetryable(code) && connected_) {
-                    EnsurePath(index, paths);
-                  }
-                  // Otherwise the next kConnected bootstraps again.
-                }
-                Deliver();
-              });
-}
-
-// Tracks when ZooKeeper last certainly heard from us: a read sent at t0 that
-// succeeds means the server saw the session alive after t0, so its expiry
-// is no earlier than t0 + session timeout.
-void LockEngine::Heartbeat() {
-  timers_->Cancel(heartbeat_timer_);
-  heartbeat_timer_ = timers_->ScheduleAfter(
-      std::max(Millis(100), zk_->session_timeout() / 4), [this] {
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          heartbeat_timer_ = 0;
-          if (shut_down_) return;
-          if (connected_) {
-            auto t0 = Clock::now();
-            zk_->Exists(options_.root, [this, t0](ZkCode code, const ZkStat&) {
-              std::lock_guard<std::mutex> l(mu_);
-              if (code == ZkCode::kOk && t0 > last_alive_) last_alive_ = t0;
-            });
-          }
-          Heartbeat();
-        }
-        Deliver();
-      });
-}
 
 // ---------------------------------------------------------------------------
 // Contender lifecycle.
@@ -435,32 +151,39 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     if (draining_) {
       return absl::UnavailableError("replica is draining (shutting down)");
     }
-    if (!connected_ || !bootstrapped_) {
-      return absl::UnavailableError("replica has no ZooKeeper session");
-    }
     std::string segment = EncodeLockName(p.name);
+    SessionSlot* slot = SlotOf(segment);
+    if (!slot->ready()) {
+      return absl::UnavailableError(
+          slots_.size() == 1 ? std::string("replica has no ZooKeeper session")
+                             : absl::StrCat("replica has no ZooKeeper session for this lock "
+                                            "(session ", slot->index, " of ", slots_.size(), ")"));
+    }
     auto& local = locks_[segment].ids;
     if (local.size() >= lim.max_contenders_per_lock) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "lock \"", p.name, "\" has ", local.size(),
           " contenders; the limit is ", lim.max_contenders_per_lock));
     }
-    // Every watch of the session is re-sent in one SetWatches packet on
+    // Every watch of a session is re-sent in one SetWatches packet on
     // reconnect, which must fit jute.maxbuffer: budget the watched paths.
     size_t path_bytes = options_.root.size() + segment.size() + kContenderPathOverhead;
-    if (watched_path_bytes_ + path_bytes > lim.max_watched_path_bytes) {
+    if (slot->watched_path_bytes + path_bytes > lim.max_watched_path_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "this replica's contenders would watch ", watched_path_bytes_ + path_bytes,
-          " bytes of paths; the limit is ", lim.max_watched_path_bytes,
-          " (ZooKeeper re-sends all watches in one packet on reconnect)"));
+          "this replica's contenders would watch ", slot->watched_path_bytes + path_bytes,
+          " bytes of paths on ZooKeeper session ", slot->index, " of ", slots_.size(),
+          "; the limit is ", lim.max_watched_path_bytes, " per session (ZooKeeper re-sends "
+          "all of a session's watches in one packet on reconnect; see --max-watch-bytes "
+          "and --zk-sessions)"));
     }
-    watched_path_bytes_ += path_bytes;
+    slot->watched_path_bytes += path_bytes;
     auto c = std::make_unique<Contender>();
     c->id = id = ++next_id_;
     c->path_bytes = path_bytes;
     c->params = p;
     c->segment = segment;
     c->lock_path = options_.root + "/" + segment;
+    c->slot = slot;
     c->uid = NewContenderUid();
     ContenderInfo info;
     info.owner = p.owner;
@@ -513,7 +236,7 @@ LockEngine::Contender* LockEngine::FindByPath(const std::string& path) {
 
 // (Re)issues the ZooKeeper operation the contender's state needs.
 void LockEngine::Step(Contender* c) {
-  if (!connected_ || !bootstrapped_) {
+  if (!c->slot->ready()) {
     c->stalled = true;
     return;
   }
@@ -542,7 +265,7 @@ void LockEngine::Step(Contender* c) {
 
 void LockEngine::Stall(Contender* c) {
   c->stalled = true;  // the next kConnected retries it
-  if (!connected_ || !bootstrapped_) return;
+  if (!c->slot->ready()) return;
   // The connection is already back (or the failure was an operation
   // timeout): retry soon, but never in a tight loop.
   uint64_t id = c->id, gen = c->gen;
@@ -551,7 +274,7 @@ void LockEngine::Stall(Contender* c) {
       std::lock_guard<std::mutex> l(mu_);
       if (shut_down_) return;
       Contender* c = Find(id, gen);
-      if (c == nullptr || !c->stalled || !connected_ || !bootstrapped_) return;
+      if (c == nullptr || !c->stalled || !c->slot->ready()) return;
       c->stalled = false;
       Step(c);
     }
@@ -567,7 +290,7 @@ void LockEngine::IssueCreate(Contender* c) {
   c->state = State::kCreating;
   c->create_order = ++create_counter_;
   uint64_t id = c->id, gen = ++c->gen;
-  zk_->Create(c->lock_path + "/" + ContenderNodePrefix(c->params.kind, c->uid),
+  c->zk()->Create(c->lock_path + "/" + ContenderNodePrefix(c->params.kind, c->uid),
               c->data, CreateMode::kEphemeralSequential,
               [this, id, gen](ZkCode code, const std::string& path,
                               const ZkStat& stat) {
@@ -610,7 +333,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
       return;
     }
     uint64_t g = ++c->gen;
-    zk_->Create(c->lock_path, "", CreateMode::kContainer,
+    c->zk()->Create(c->lock_path, "", CreateMode::kContainer,
                 [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
                   {
                     std::lock_guard<std::mutex> l(mu_);
@@ -659,7 +382,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
 
 void LockEngine::SearchOwnNode(Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
-  zk_->GetChildren(c->lock_path, [this, id, gen](
+  c->zk()->GetChildren(c->lock_path, [this, id, gen](
                                      ZkCode code,
                                      const std::vector<std::string>& children) {
     {
@@ -694,7 +417,7 @@ void LockEngine::SearchOwnNode(Contender* c) {
           c->seq = ParseContenderName(mine)->sequence;
           by_path_[c->path()] = c->id;
           uint64_t g = ++c->gen;
-          zk_->Exists(c->path(), [this, id, g](ZkCode code,
+          c->zk()->Exists(c->path(), [this, id, g](ZkCode code,
                                                          const ZkStat& stat) {
             {
               std::lock_guard<std::mutex> l(mu_);
@@ -743,8 +466,9 @@ void LockEngine::RequestList(const std::string& segment) {
   }
   lock.list_in_flight = true;
   lock.list_wanted = false;
-  const uint64_t covers = create_counter_, epoch = session_epoch_;
-  zk_->GetChildren(options_.root + "/" + segment,
+  SessionSlot* slot = SlotOf(segment);
+  const uint64_t covers = create_counter_, epoch = slot->epoch;
+  slot->zk->GetChildren(options_.root + "/" + segment,
                    [this, segment, covers, epoch](ZkCode code,
                                                   const std::vector<std::string>& children) {
                      {
@@ -758,7 +482,7 @@ void LockEngine::RequestList(const std::string& segment) {
 void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
                           ZkCode code, const std::vector<std::string>& children) {
   auto it = locks_.find(segment);
-  if (it == locks_.end() || epoch != session_epoch_) return;
+  if (it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
   LockState& lock = it->second;
   lock.list_in_flight = false;
   // The contenders this listing decides: listed after their create.
@@ -835,7 +559,7 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
   }
   // Creates sent while this listing was in flight need one sent after them.
   auto again = locks_.find(segment);
-  if (again != locks_.end() && again->second.list_wanted && connected_ && bootstrapped_) {
+  if (again != locks_.end() && again->second.list_wanted && SlotOf(segment)->ready()) {
     RequestList(segment);
   }
 }
@@ -957,7 +681,7 @@ void LockEngine::Arm(Contender* c) {
       Advance(c, false);
     }
   };
-  c->watch_key = zk_->GetData(
+  c->watch_key = c->zk()->GetData(
       c->lock_path + "/" + node,
       [this, id, gen, gone](WatchEventType type) {
         {
@@ -999,7 +723,7 @@ void LockEngine::Disarm(Contender* c) {
     // this replica's, by its own holder. Only a node of another replica
     // has no other watcher here.
     const bool only_watcher = by_path_.count(c->lock_path + "/" + c->watching) == 0;
-    zk_->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key, only_watcher);
+    c->zk()->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
 }
@@ -1082,7 +806,7 @@ void LockEngine::Announce(Contender* c) {
   e.lease_id = FormatLeaseId(c->segment, c->node);
   e.fencing_token = c->czxid;
   e.valid_for = c->params.ttl;
-  e.session_timeout = zk_->session_timeout();
+  e.session_timeout = c->zk()->session_timeout();
   Emit(c, e);
   if (c->params.ttl > Millis(0)) RenewTtl(c);
 }
@@ -1116,7 +840,7 @@ void LockEngine::ArmOwn(Contender* c) {
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
     return it->second.get();
   };
-  zk_->GetData(
+  c->zk()->GetData(
       c->path(),
       [this, id, gen, find](WatchEventType type) {
         {
@@ -1229,7 +953,7 @@ void LockEngine::EndContender(Contender* c) {
     default:
       c->state = State::kDeleting;
       // Waiters behind it advance when the delete has completed.
-      if (connected_) {
+      if (c->slot->connected) {
         IssueDelete(c);
       } else {
         c->stalled = true;
@@ -1241,7 +965,7 @@ void LockEngine::IssueDelete(Contender* c) {
   c->state = State::kDeleting;
   Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
-  zk_->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
+  c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
       std::lock_guard<std::mutex> l(mu_);
       Contender* c = Find(id, gen);
@@ -1281,7 +1005,7 @@ void LockEngine::IssueDelete(Contender* c) {
 
 void LockEngine::Forget(Contender* c) {
   Disarm(c);
-  watched_path_bytes_ -= c->path_bytes;
+  c->slot->watched_path_bytes -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
   if (!c->node.empty()) {
@@ -1312,7 +1036,7 @@ void LockEngine::Release(uint64_t id) {
       timers_->Cancel(c->ttl_timer);
       c->ttl_timer = 0;
       c->state = State::kDeleting;
-      if (connected_) {
+      if (c->slot->connected) {
         IssueDelete(c);
       } else {
         c->stalled = true;
@@ -1334,240 +1058,6 @@ void LockEngine::Abandon(uint64_t id) {
     if (c->state != State::kDeleting) EndContender(c);
   }
   Deliver();
-}
-
-// ---------------------------------------------------------------------------
-// Lease operations from any replica.
-
-void LockEngine::ReleaseLease(const std::string& lease_id,
-                              std::function<void(absl::Status)> done) {
-  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
-  if (!lease.ok()) {
-    done(lease.status());
-    return;
-  }
-  std::string path = options_.root + "/" + lease->lock_segment + "/" +
-                     lease->contender.node;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!connected_) {
-      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
-    } else if (Contender* c = FindByPath(path);
-               c != nullptr && c->state == State::kHeld && c->sink) {
-      // Our own stream holds it, but did not ask: it is told LOST(DELETED),
-      // exactly as a holder on another replica would be.
-      Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
-      Later([done] { done(absl::OkStatus()); });
-    } else {
-      zk_->Delete(path, -1, [done, lease_id](ZkCode code) {
-        if (code == ZkCode::kOk) {
-          done(absl::OkStatus());
-        } else if (code == ZkCode::kNoNode) {
-          done(absl::NotFoundError(absl::StrCat(
-              "lease_id \"", lease_id,
-              "\" not found: already released, revoked or expired")));
-        } else {
-          done(absl::UnavailableError(
-              absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))));
-        }
-      });
-    }
-  }
-  Deliver();
-}
-
-void LockEngine::KeepAlive(const std::string& lease_id,
-                           std::function<void(absl::StatusOr<Millis>)> done) {
-  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
-  if (!lease.ok()) {
-    done(lease.status());
-    return;
-  }
-  std::string path = options_.root + "/" + lease->lock_segment + "/" +
-                     lease->contender.node;
-  auto not_found = [lease_id] {
-    return absl::NotFoundError(absl::StrCat(
-        "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
-  };
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    Contender* c = FindByPath(path);
-    if (c != nullptr) {
-      if (c->state != State::kHeld || !c->sink) {
-        Later([done, not_found] { done(not_found()); });
-      } else {
-        // Local: renew without touching ZooKeeper.
-        if (c->params.ttl > Millis(0)) RenewTtl(c);
-        Millis valid = c->params.ttl;
-        if (!connected_) valid = std::min(valid, SafeFor());
-        Later([done, valid] { done(valid); });
-      }
-    } else if (!connected_) {
-      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
-    } else {
-      // Remote: rewrite the node's data unchanged; the owning replica's
-      // watch on its own node sees the change and renews.
-      zk_->GetData(path, nullptr, [this, path, done, not_found](
-                                      ZkCode code, const std::string& data,
-                                      const ZkStat& stat) {
-        if (code == ZkCode::kNoNode) return done(not_found());
-        if (code != ZkCode::kOk) {
-          return done(absl::UnavailableError(
-              absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
-        }
-        absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
-        Millis ttl(info.ok() ? info->ttl_ms : 0);
-        zk_->SetData(path, data, stat.version,
-                     [done, ttl, not_found](ZkCode code, const ZkStat&) {
-                       // BAD_VERSION: another renewal raced ours; renewed.
-                       if (code == ZkCode::kOk || code == ZkCode::kBadVersion) {
-                         done(ttl);
-                       } else if (code == ZkCode::kNoNode) {
-                         done(not_found());
-                       } else {
-                         done(absl::UnavailableError(absl::StrCat(
-                             "ZooKeeper write failed: ", ZkCodeName(code))));
-                       }
-                     });
-      });
-    }
-  }
-  Deliver();
-}
-
-// ---------------------------------------------------------------------------
-// Introspection.
-
-void LockEngine::Describe(
-    const std::string& name,
-    std::function<void(absl::StatusOr<LockDescription>)> done) {
-  if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
-  if (!zk_->connected()) {
-    return done(absl::UnavailableError("replica has no ZooKeeper session"));
-  }
-  std::string lock_path = options_.root + "/" + EncodeLockName(name);
-  auto not_found = [name] {
-    return absl::NotFoundError(
-        absl::StrCat("lock \"", name, "\" has no holders or waiters"));
-  };
-  zk_->GetChildren(lock_path, [this, name, lock_path, done, not_found](
-                                  ZkCode code,
-                                  const std::vector<std::string>& children) {
-    if (code == ZkCode::kNoNode) return done(not_found());
-    if (code != ZkCode::kOk) {
-      return done(absl::UnavailableError(
-          absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
-    }
-    std::vector<ContenderName> queue = OrderContenders(children);
-    if (queue.empty()) return done(not_found());
-    struct Gather {
-      std::mutex mu;
-      size_t left;
-      std::vector<ContenderName> queue;
-      std::vector<std::optional<ContenderView>> views;
-    };
-    auto g = std::make_shared<Gather>();
-    g->left = queue.size();
-    g->queue = queue;
-    g->views.resize(queue.size());
-    for (size_t i = 0; i < queue.size(); ++i) {
-      zk_->GetData(lock_path + "/" + queue[i].node, nullptr,
-                   [g, i, name, done, not_found](ZkCode code, const std::string& data,
-                                                 const ZkStat& stat) {
-                     std::unique_lock<std::mutex> l(g->mu);
-                     if (code == ZkCode::kOk) {
-                       ContenderView v;
-                       if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
-                       v.kind = g->queue[i].kind;
-                       v.since_unix_ms = stat.ctime_ms;
-                       v.fencing_token = static_cast<uint64_t>(stat.czxid);
-                       g->views[i] = v;
-                     }
-                     if (--g->left > 0) return;
-                     LockDescription d;
-                     d.name = name;
-                     int64_t pos = 0;
-                     for (auto& v : g->views) {
-                       if (!v) continue;  // left while we looked
-                       v->position = ++pos;
-                       // Mutex: the first live contender holds.
-                       (pos == 1 ? d.holders : d.waiters).push_back(*v);
-                     }
-                     l.unlock();
-                     if (pos == 0) return done(not_found());
-                     done(std::move(d));
-                   });
-    }
-  });
-}
-
-void LockEngine::List(const std::string& prefix, int limit,
-                      std::function<void(absl::StatusOr<LockList>)> done) {
-  if (limit == 0) limit = 1000;
-  if (limit < 0 || limit > 10000) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat("limit is ", limit, "; it must be 0 (default 1000) or 1..10000")));
-  }
-  if (prefix.size() > kMaxLockNameBytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        "prefix is ", prefix.size(), " bytes; the limit is ", kMaxLockNameBytes)));
-  }
-  if (!zk_->connected()) {
-    return done(absl::UnavailableError("replica has no ZooKeeper session"));
-  }
-  zk_->GetChildren(options_.root, [this, prefix, limit, done](
-                                      ZkCode code,
-                                      const std::vector<std::string>& children) {
-    if (code != ZkCode::kOk) {
-      return done(absl::UnavailableError(
-          absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
-    }
-    std::vector<std::pair<std::string, std::string>> names;  // name, segment
-    for (const auto& seg : children) {
-      absl::StatusOr<std::string> n = DecodeLockName(seg);
-      if (n.ok() && absl::StartsWith(*n, prefix)) names.emplace_back(*n, seg);
-    }
-    std::sort(names.begin(), names.end());
-    if (names.empty()) return done(LockList{});
-    // Empty lock nodes linger until ZooKeeper reaps containers: keep only
-    // locks that have contenders now. One Exists per candidate, in name
-    // order, kListBatch at a time, stopping once limit + 1 live locks are
-    // known: the cost follows the answer, not the number of lock nodes.
-    auto job = std::make_shared<ListJob>();
-    job->names = std::move(names);
-    job->limit = static_cast<size_t>(limit);
-    job->done = std::move(done);
-    ListBatch(std::move(job));
-  });
-}
-
-void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
-  const size_t begin = job->next;
-  const size_t end = std::min(job->names.size(), begin + kListBatch);
-  job->next = end;
-  job->live.assign(end - begin, false);
-  job->left = end - begin;
-  for (size_t i = begin; i < end; ++i) {
-    zk_->Exists(options_.root + "/" + job->names[i].second,
-                [this, job, i, begin](ZkCode code, const ZkStat& stat) {
-                  std::unique_lock<std::mutex> l(job->mu);
-                  job->live[i - begin] = code == ZkCode::kOk && stat.num_children > 0;
-                  if (--job->left > 0) return;
-                  for (size_t j = 0; j < job->live.size(); ++j) {
-                    if (job->live[j]) job->out.names.push_back(job->names[begin + j].first);
-                  }
-                  if (job->out.names.size() > job->limit) {
-                    job->out.names.resize(job->limit);
-                    job->out.truncated = true;
-                  } else if (job->next < job->names.size()) {
-                    l.unlock();
-                    ListBatch(job);  // from this completion: issues async calls only
-                    return;
-                  }
-                  l.unlock();
-                  job->done(std::move(job->out));
-                });
-  }
 }
 
 // ---------------------------------------------------------------------------

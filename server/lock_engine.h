@@ -1,4 +1,4 @@
-// LockEngine: fair, herd-free locks over one ZooKeeper session.
+// LockEngine: fair, herd-free locks over a pool of ZooKeeper sessions.
 //
 // One Contender per Acquire: an EPHEMERAL_SEQUENTIAL node under the lock's
 // CONTAINER node, listed once, then advanced by watching exactly the node that
@@ -6,6 +6,16 @@
 // driven by ZooKeeper completions, watches, session events and timers; it
 // never blocks those threads. All state is guarded by one mutex; events reach
 // sinks outside it, in the order they were produced. Thread-safe.
+//
+// Each lock lives on one session of the pool (SessionIndexFor its name; see
+// session_slot.h); a session's failure affects only the locks on it.
+//
+// Where each rule lives: the ordering rule (who holds, whom a waiter
+// watches) is the pure function in ordering.h; the per-lock ordered view in
+// lock_queue.h; the contender state machine in lock_engine.cc; the session
+// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
+// lock_engine_session.cc; the RPCs that do not contend (Release and
+// KeepAlive by lease id, Describe, List) in lock_engine_admin.cc.
 //
 // Knowledge shared on this replica: one ordered view per lock (LockQueue),
 // shared by the replica's contenders on it. A departure is one erase, and
@@ -32,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "server/lock_name.h"
 #include "server/lock_queue.h"
+#include "server/session_slot.h"
 #include "server/timer_queue.h"
 #include "server/zk_session.h"
 
@@ -115,9 +126,10 @@ struct EngineLimits {
   // Contenders (holders and waiters) on one lock, cluster-wide.
   size_t max_contenders_per_lock = 1000;
   size_t max_keepalive_leases = 100;
-  // Sum of the path lengths this replica's contenders may watch. ZooKeeper's
-  // C client re-sends all watches in one SetWatches packet on reconnect, and
-  // a packet over jute.maxbuffer (1 MiB by default) breaks the session.
+  // Sum of the path lengths the contenders of ONE session of the pool may
+  // watch. ZooKeeper's C client re-sends all of a session's watches in one
+  // SetWatches packet on reconnect, and a packet over jute.maxbuffer (1 MiB
+  // by default) breaks the session.
   size_t max_watched_path_bytes = 512 * 1024;
 };
 
@@ -160,9 +172,12 @@ struct EngineStats {
 
 class LockEngine {
  public:
-  // `zk` and `timers` must outlive the engine. Installs the session listener:
-  // construct the engine before calling zk->Start().
-  LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options);
+  // The sessions and `timers` must outlive the engine. Installs the session
+  // listeners: construct the engine before starting the sessions. At least
+  // one session; a lock's session is sessions[SessionIndexFor(segment, n)].
+  LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers, EngineOptions options);
+  LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options)
+      : LockEngine(std::vector<ZkSession*>{zk}, timers, std::move(options)) {}
   ~LockEngine();
   LockEngine(const LockEngine&) = delete;
   LockEngine& operator=(const LockEngine&) = delete;
@@ -195,8 +210,12 @@ class LockEngine {
   // After the drain timeout: every remaining holder gets LOST(SHUTDOWN).
   void EndDrain();
 
-  // Serving = connected to ZooKeeper, root present, not draining.
+  // Serving = every session of the pool connected with the root present,
+  // and not draining.
   bool serving() const;
+  // The pool's size, and the index of the session that serves `name`.
+  size_t session_count() const { return slots_.size(); }
+  size_t SessionIndexOf(const std::string& name) const;
   // Called (outside the lock) whenever serving() changes.
   void SetServingListener(std::function<void(bool)> listener);
   EngineStats stats() const;
@@ -211,6 +230,7 @@ class LockEngine {
   struct ListJob {
     std::vector<std::pair<std::string, std::string>> names;  // name, znode segment
     size_t limit = 0;
+    ZkSession* zk = nullptr;  // the session that answers this List
     std::function<void(absl::StatusOr<LockList>)> done;
     std::mutex mu;
     size_t next = 0;         // first candidate not yet asked about
@@ -232,10 +252,16 @@ class LockEngine {
   struct Contender;
   using ContenderPtr = std::unique_ptr<Contender>;
 
-  void OnSessionEvent(SessionEvent e);
-  void Bootstrap();
-  void EnsurePath(size_t index, std::vector<std::string> paths);
-  void Heartbeat();
+  void OnSessionEvent(SessionSlot* slot, SessionEvent e);
+  void OnConnected(SessionSlot* slot);
+  void OnDisconnected(SessionSlot* slot);
+  void OnExpired(SessionSlot* slot);
+  void Bootstrap(SessionSlot* slot);
+  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths);
+  void Heartbeat(SessionSlot* slot);
+  SessionSlot* SlotOf(const std::string& segment);
+  // A connected session (the lowest index), or null.
+  SessionSlot* AnyConnected();
 
   // This replica's state of one lock.
   struct LockState {
@@ -278,7 +304,6 @@ class LockEngine {
   void EnterQueue(Contender* c);
   Contender* Find(uint64_t id, uint64_t gen);
   Contender* FindByPath(const std::string& path);
-  Millis SafeFor() const;
   void UpdateServing();
   void NoteWaitEnded(Contender* c, AcquireResult result);
   void NoteHoldEnded(Contender* c);
@@ -290,7 +315,6 @@ class LockEngine {
   // Runs queued work outside the lock; call after every locked section.
   void Deliver();
 
-  ZkSession* const zk_;
   TimerQueue* const timers_;
   const EngineOptions options_;
 
@@ -300,19 +324,14 @@ class LockEngine {
   std::map<std::string, LockState> locks_;                 // GUARDED_BY(mu_)
   uint64_t create_counter_ = 0;                            // GUARDED_BY(mu_)
   std::unordered_map<std::string, uint64_t> by_path_;      // GUARDED_BY(mu_)
-  bool connected_ = false;                                 // GUARDED_BY(mu_)
-  bool bootstrapped_ = false;                              // GUARDED_BY(mu_)
+  // The pool; never resized after construction, so pointers stay valid.
+  std::vector<SessionSlot> slots_;                         // GUARDED_BY(mu_)
   bool draining_ = false;                                  // GUARDED_BY(mu_)
   bool last_serving_ = false;                              // GUARDED_BY(mu_)
-  uint64_t session_epoch_ = 0;                             // GUARDED_BY(mu_)
-  TimerQueue::Clock::time_point last_alive_;               // GUARDED_BY(mu_)
-  TimerQueue::TimerId suspend_timer_ = 0;                  // GUARDED_BY(mu_)
-  TimerQueue::TimerId heartbeat_timer_ = 0;                // GUARDED_BY(mu_)
   std::function<void(bool)> serving_listener_;             // GUARDED_BY(mu_)
   EngineStats stats_;                                      // GUARDED_BY(mu_)
   std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
   bool shut_down_ = false;                                 // GUARDED_BY(mu_)
-  size_t watched_path_bytes_ = 0;                          // GUARDED_BY(mu_)
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
   std::optional<TimerQueue::Clock::time_point> handoff_from_;  // GUARDED_BY(mu_)

@@ -67,8 +67,8 @@ prometheus::ClientMetric GaugeMetric(double value,
 // Computed at scrape time: per-lock waiters/holders, session up, serving.
 class Metrics::LiveCollector final : public prometheus::Collectable {
  public:
-  LiveCollector(LockEngine* engine, ZkSession* zk, size_t max_locks)
-      : engine_(engine), zk_(zk), max_locks_(max_locks) {}
+  LiveCollector(LockEngine* engine, std::vector<ZkSession*> sessions, size_t max_locks)
+      : engine_(engine), sessions_(std::move(sessions)), max_locks_(max_locks) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<LockLoad> loads = engine_->LockLoads();
@@ -120,10 +120,13 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> out;
     out.push_back(std::move(waiters));
     out.push_back(std::move(holders));
+    bool all_up = std::all_of(sessions_.begin(), sessions_.end(),
+                              [](ZkSession* s) { return s->connected(); });
     out.push_back({"turnstile_zk_session_up",
-                   "1 when this replica is connected to ZooKeeper, else 0.",
+                   "1 when every ZooKeeper session of this replica (--zk-sessions) is "
+                   "connected, else 0.",
                    prometheus::MetricType::Gauge,
-                   {GaugeMetric(zk_->connected() ? 1 : 0)}});
+                   {GaugeMetric(all_up ? 1 : 0)}});
     out.push_back({"turnstile_serving",
                    "1 when this replica serves (health SERVING), else 0.",
                    prometheus::MetricType::Gauge,
@@ -133,14 +136,14 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
 
  private:
   LockEngine* const engine_;
-  ZkSession* const zk_;
+  const std::vector<ZkSession*> sessions_;
   const size_t max_locks_;
   mutable std::mutex mu_;
   mutable std::set<std::string> labeled_;  // GUARDED_BY(mu_)
 };
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& options,
-                                                        LockEngine* engine, ZkSession* zk) {
+                                                        LockEngine* engine, std::vector<ZkSession*> sessions) {
   if (options.max_locks < 0) {
     return absl::InvalidArgumentError("--metrics-max-locks must be >= 0");
   }
@@ -226,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
       m->grpc_[mi][c] = &m->grpc_family_->Add({{"method", kMethodNames[mi]}, {"code", GrpcCodeName(c)}});
     }
   }
-  m->live_ = std::make_shared<LiveCollector>(engine, zk,
+  m->live_ = std::make_shared<LiveCollector>(engine, std::move(sessions),
                                              static_cast<size_t>(options.max_locks));
 
   try {

@@ -46,7 +46,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   // Builds the families and starts the exposer. `engine` and `zk` must
   // outlive the returned object; the caller installs it as their observer.
   static absl::StatusOr<std::unique_ptr<Metrics>> Start(const MetricsOptions& options,
-                                                        LockEngine* engine, ZkSession* zk);
+                                                        LockEngine* engine, std::vector<ZkSession*> sessions);
   ~Metrics() override;
 
   // The bound port of the exposer.

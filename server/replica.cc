@@ -52,8 +52,13 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->Int("max-contenders-per-lock", &max_contenders_per_lock,
          "holders + waiters allowed on one lock (cluster-wide)");
   f->Int("max-watch-bytes", &max_watch_bytes,
-         "total bytes of znode paths this replica's contenders may watch (ZooKeeper re-sends "
-         "all watches in one packet on reconnect; keep well under jute.maxbuffer)");
+         "bytes of znode paths the contenders of one ZooKeeper session may watch (ZooKeeper "
+         "re-sends all of a session's watches in one packet on reconnect; keep well under "
+         "jute.maxbuffer)");
+  f->Int("zk-sessions", &zk_sessions,
+         "ZooKeeper sessions this replica spreads its locks over (1..64; each lock uses one, "
+         "chosen by a hash of its name); raise it to hold more waiters than one session's "
+         "--max-watch-bytes allows");
   f->Duration("max-wait-timeout", &max_wait_timeout, "largest wait_timeout an Acquire may ask for");
   f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
@@ -81,24 +86,29 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     return absl::InvalidArgumentError(
         "--max-streams, --max-contenders-per-lock and --max-watch-bytes must be >= 1");
   }
+  if (c.zk_sessions < 1 || c.zk_sessions > kMaxZkSessions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--zk-sessions is ", c.zk_sessions, "; it must be 1..", kMaxZkSessions));
+  }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
   }
   SetZkClientLogLevel(c.log_level);
 
   r->timers_ = std::make_unique<TimerQueue>();
-  if (zk == nullptr) {
-    ZkClientOptions zo;
-    zo.connect_string = c.zk;
-    zo.session_timeout = c.zk_session_timeout;
-    if (!c.zk_auth_file.empty()) {
-      auto auth = ReadFile(c.zk_auth_file, "ZooKeeper auth");
-      if (!auth.ok()) return auth.status();
-      zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
-    }
-    zk = NewZkClientSession(zo);
+  ZkClientOptions zo;
+  zo.connect_string = c.zk;
+  zo.session_timeout = c.zk_session_timeout;
+  if (!c.zk_auth_file.empty()) {
+    auto auth = ReadFile(c.zk_auth_file, "ZooKeeper auth");
+    if (!auth.ok()) return auth.status();
+    zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
   }
-  r->zk_ = std::move(zk);
+  std::vector<ZkSession*> sessions;
+  for (int64_t i = 0; i < c.zk_sessions; ++i) {
+    r->zk_.push_back(i == 0 && zk != nullptr ? std::move(zk) : NewZkClientSession(zo));
+    sessions.push_back(r->zk_.back().get());
+  }
   EngineOptions eo;
   eo.root = c.zk_root;
   eo.replica_id = c.replica_id;
@@ -106,14 +116,14 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;
-  r->engine_ = std::make_unique<LockEngine>(r->zk_.get(), r->timers_.get(), eo);
+  r->engine_ = std::make_unique<LockEngine>(sessions, r->timers_.get(), eo);
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
   if (!c.metrics_listen.empty()) {
     MetricsOptions mo;
     mo.listen = c.metrics_listen;
     mo.max_locks = c.metrics_max_locks;
-    auto metrics = Metrics::Start(mo, r->engine_.get(), r->zk_.get());
+    auto metrics = Metrics::Start(mo, r->engine_.get(), sessions);
     if (absl::IsInvalidArgument(metrics.status())) return metrics.status();
     if (!metrics.ok()) {
       // A taken metrics port must not stop the lock service itself.
@@ -122,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     } else {
       r->metrics_ = std::move(*metrics);
       r->engine_->SetObserver(r->metrics_.get());
-      r->zk_->SetObserver(r->metrics_.get());
+      for (auto& zk : r->zk_) zk->SetObserver(r->metrics_.get());
       r->service_->SetObserver(r->metrics_.get());
     }
   }
@@ -158,7 +168,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     health->SetServingStatus(serving);
     health->SetServingStatus(kLivenessService, true);
   });
-  if (absl::Status s = r->zk_->Start(); !s.ok()) return s;
+  for (auto& zk : r->zk_) {
+    if (absl::Status s = zk->Start(); !s.ok()) return s;
+  }
   return r;
 }
 
@@ -186,7 +198,7 @@ void Replica::Stop() {
   stopped_ = true;
   // Close the session first so this replica's nodes vanish at once, then
   // let streams finish writing their last events.
-  zk_->Close();
+  for (auto& zk : zk_) zk->Close();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
   // No engine timer may run once the engine is being destroyed.

@@ -36,7 +36,8 @@ struct ReplicaConfig {
   Millis drain_timeout{10000};
   int64_t max_streams = 10000;
   int64_t max_contenders_per_lock = 1000;
-  int64_t max_watch_bytes = 512 * 1024;
+  int64_t max_watch_bytes = 512 * 1024;  // per ZooKeeper session
+  int64_t zk_sessions = 1;
   Millis max_wait_timeout{3600 * 1000};
   Millis max_ttl{3600 * 1000};
   // PEM files; both set = TLS on the gRPC port, neither = plaintext.
@@ -58,11 +59,14 @@ struct ReplicaConfig {
 // grpc.health.v1 service name that stays SERVING while the process serves
 // RPCs (for liveness probes); "" is readiness: ZooKeeper up, not draining.
 inline constexpr char kLivenessService[] = "liveness";
+// Largest --zk-sessions.
+inline constexpr int64_t kMaxZkSessions = 64;
 
 class Replica {
  public:
-  // Starts serving at once; health is NOT_SERVING until the ZooKeeper
-  // session is up. `zk` replaces the real session (tests inject faults).
+  // Starts serving at once; health is NOT_SERVING until every ZooKeeper
+  // session of the pool is up. `zk` replaces the real session 0 of the pool
+  // (tests inject faults); the others are real.
   static absl::StatusOr<std::unique_ptr<Replica>> Start(
       const ReplicaConfig& config, std::unique_ptr<ZkSession> zk = nullptr);
   ~Replica();  // stops at once (no drain)
@@ -72,7 +76,10 @@ class Replica {
   int metrics_port() const;
   std::string address() const;
   LockEngine& engine() { return *engine_; }
-  ZkSession& zk() { return *zk_; }
+  ZkSession& zk() { return *zk_[0]; }
+  // Session `i` of the pool (config().zk_sessions of them).
+  ZkSession& zk(size_t i) { return *zk_[i]; }
+  size_t zk_sessions() const { return zk_.size(); }
   const ReplicaConfig& config() const { return config_; }
 
   // SIGTERM: health NOT_SERVING, new Acquires refused, waiters told
@@ -88,7 +95,7 @@ class Replica {
   ReplicaConfig config_;
   int port_ = 0;
   std::unique_ptr<TimerQueue> timers_;
-  std::unique_ptr<ZkSession> zk_;
+  std::vector<std::unique_ptr<ZkSession>> zk_;
   std::unique_ptr<LockEngine> engine_;
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

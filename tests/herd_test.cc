@@ -19,12 +19,6 @@ namespace {
 
 using v1::AcquireEvent;
 
-std::string SessionHex(int64_t id) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, static_cast<uint64_t>(id));
-  return buf;
-}
-
 int64_t MntrValue(const std::string& key) {
   auto m = SharedZkServer().Mntr();
   EXPECT_TRUE(m.ok()) << m.status();

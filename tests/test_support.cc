@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cctype>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -231,20 +233,26 @@ ZkCode SyncZk::Create(const std::string& path, const std::string& data, CreateMo
   return p.get_future().get();
 }
 
-bool ExpireReplicaSession(const std::string& connect, Replica& replica) {
-  const int64_t old_id = replica.zk().credentials().session_id;
+bool ExpireReplicaSession(const std::string& connect, Replica& replica, size_t session) {
+  const int64_t old_id = replica.zk(session).credentials().session_id;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    SessionCredentials creds = replica.zk().credentials();
+    SessionCredentials creds = replica.zk(session).credentials();
     if (creds.session_id != 0 && creds.session_id != old_id) return true;
     if (creds.session_id != 0 && !ExpireZkSession(connect, creds).ok()) continue;
     if (WaitFor([&] {
-          int64_t id = replica.zk().credentials().session_id;
+          int64_t id = replica.zk(session).credentials().session_id;
           return id != 0 && id != old_id;
         }, milliseconds(8000))) {
       return true;
     }
   }
   return false;
+}
+
+std::string SessionHex(int64_t id) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, static_cast<uint64_t>(id));
+  return buf;
 }
 
 bool IsServing(const std::string& address) {

@@ -101,10 +101,14 @@ class SyncZk {
   std::unique_ptr<ZkSession> zk_;
 };
 
-// Expires the replica's ZooKeeper session (twin handle, then close) and
-// waits until it runs on a new session. Retries: the original handle may
-// reconnect and win the session back before the twin's close applies.
-bool ExpireReplicaSession(const std::string& connect, Replica& replica);
+// Expires the replica's ZooKeeper session `session` of its pool (twin
+// handle, then close) and waits until it runs on a new session. Retries: the
+// original handle may reconnect and win the session back before the twin's
+// close applies.
+bool ExpireReplicaSession(const std::string& connect, Replica& replica, size_t session = 0);
+
+// A session id as ZooKeeper's four-letter words print it ("0x1000a2c9e0000").
+std::string SessionHex(int64_t id);
 
 // Health of a replica as its gRPC health service reports it.
 bool IsServing(const std::string& address);

@@ -1,0 +1,259 @@
+// The engine's RPCs that do not contend: Release and KeepAlive by lease id
+// (from any replica), Describe and List. Each goes to the session of the
+// pool that serves the lock (List: any connected session).
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/lock_engine.h"
+#include "server/lock_engine_internal.h"
+#include "server/ordering.h"
+
+namespace turnstile {
+
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
+
+// ---------------------------------------------------------------------------
+// Lease operations from any replica.
+
+void LockEngine::ReleaseLease(const std::string& lease_id,
+                              std::function<void(absl::Status)> done) {
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  if (!lease.ok()) {
+    done(lease.status());
+    return;
+  }
+  std::string path = options_.root + "/" + lease->lock_segment + "/" +
+                     lease->contender.node;
+  SessionSlot* slot = SlotOf(lease->lock_segment);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!slot->connected) {
+      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
+    } else if (Contender* c = FindByPath(path);
+               c != nullptr && c->state == State::kHeld && c->sink) {
+      // Our own stream holds it, but did not ask: it is told LOST(DELETED),
+      // exactly as a holder on another replica would be.
+      Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
+      Later([done] { done(absl::OkStatus()); });
+    } else {
+      slot->zk->Delete(path, -1, [done, lease_id](ZkCode code) {
+        if (code == ZkCode::kOk) {
+          done(absl::OkStatus());
+        } else if (code == ZkCode::kNoNode) {
+          done(absl::NotFoundError(absl::StrCat(
+              "lease_id \"", lease_id,
+              "\" not found: already released, revoked or expired")));
+        } else {
+          done(absl::UnavailableError(
+              absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))));
+        }
+      });
+    }
+  }
+  Deliver();
+}
+
+void LockEngine::KeepAlive(const std::string& lease_id,
+                           std::function<void(absl::StatusOr<Millis>)> done) {
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  if (!lease.ok()) {
+    done(lease.status());
+    return;
+  }
+  std::string path = options_.root + "/" + lease->lock_segment + "/" +
+                     lease->contender.node;
+  auto not_found = [lease_id] {
+    return absl::NotFoundError(absl::StrCat(
+        "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
+  };
+  SessionSlot* slot = SlotOf(lease->lock_segment);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Contender* c = FindByPath(path);
+    if (c != nullptr) {
+      if (c->state != State::kHeld || !c->sink) {
+        Later([done, not_found] { done(not_found()); });
+      } else {
+        // Local: renew without touching ZooKeeper.
+        if (c->params.ttl > Millis(0)) RenewTtl(c);
+        Millis valid = c->params.ttl;
+        if (!slot->connected) valid = std::min(valid, slot->SafeFor(Clock::now()));
+        Later([done, valid] { done(valid); });
+      }
+    } else if (!slot->connected) {
+      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
+    } else {
+      // Remote: rewrite the node's data unchanged; the owning replica's
+      // watch on its own node sees the change and renews.
+      slot->zk->GetData(path, nullptr, [zk = slot->zk, path, done, not_found](
+                                      ZkCode code, const std::string& data,
+                                      const ZkStat& stat) {
+        if (code == ZkCode::kNoNode) return done(not_found());
+        if (code != ZkCode::kOk) {
+          return done(absl::UnavailableError(
+              absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+        }
+        absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+        Millis ttl(info.ok() ? info->ttl_ms : 0);
+        zk->SetData(path, data, stat.version,
+                     [done, ttl, not_found](ZkCode code, const ZkStat&) {
+                       // BAD_VERSION: another renewal raced ours; renewed.
+                       if (code == ZkCode::kOk || code == ZkCode::kBadVersion) {
+                         done(ttl);
+                       } else if (code == ZkCode::kNoNode) {
+                         done(not_found());
+                       } else {
+                         done(absl::UnavailableError(absl::StrCat(
+                             "ZooKeeper write failed: ", ZkCodeName(code))));
+                       }
+                     });
+      });
+    }
+  }
+  Deliver();
+}
+
+// ---------------------------------------------------------------------------
+// Introspection.
+
+void LockEngine::Describe(
+    const std::string& name,
+    std::function<void(absl::StatusOr<LockDescription>)> done) {
+  if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
+  const std::string segment = EncodeLockName(name);
+  ZkSession* zk = SlotOf(segment)->zk;  // slots_ is never resized: no lock needed
+  if (!zk->connected()) {
+    return done(absl::UnavailableError("replica has no ZooKeeper session"));
+  }
+  std::string lock_path = options_.root + "/" + segment;
+  auto not_found = [name] {
+    return absl::NotFoundError(
+        absl::StrCat("lock \"", name, "\" has no holders or waiters"));
+  };
+  zk->GetChildren(lock_path, [zk, name, lock_path, done, not_found](
+                                  ZkCode code,
+                                  const std::vector<std::string>& children) {
+    if (code == ZkCode::kNoNode) return done(not_found());
+    if (code != ZkCode::kOk) {
+      return done(absl::UnavailableError(
+          absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+    }
+    std::vector<ContenderName> queue = OrderContenders(children);
+    if (queue.empty()) return done(not_found());
+    struct Gather {
+      std::mutex mu;
+      size_t left;
+      std::vector<ContenderName> queue;
+      std::vector<std::optional<ContenderView>> views;
+    };
+    auto g = std::make_shared<Gather>();
+    g->left = queue.size();
+    g->queue = queue;
+    g->views.resize(queue.size());
+    for (size_t i = 0; i < queue.size(); ++i) {
+      zk->GetData(lock_path + "/" + queue[i].node, nullptr,
+                   [g, i, name, done, not_found](ZkCode code, const std::string& data,
+                                                 const ZkStat& stat) {
+                     std::unique_lock<std::mutex> l(g->mu);
+                     if (code == ZkCode::kOk) {
+                       ContenderView v;
+                       if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
+                       v.kind = g->queue[i].kind;
+                       v.since_unix_ms = stat.ctime_ms;
+                       v.fencing_token = static_cast<uint64_t>(stat.czxid);
+                       g->views[i] = v;
+                     }
+                     if (--g->left > 0) return;
+                     LockDescription d;
+                     d.name = name;
+                     int64_t pos = 0;
+                     for (auto& v : g->views) {
+                       if (!v) continue;  // left while we looked
+                       v->position = ++pos;
+                       // Mutex: the first live contender holds.
+                       (pos == 1 ? d.holders : d.waiters).push_back(*v);
+                     }
+                     l.unlock();
+                     if (pos == 0) return done(not_found());
+                     done(std::move(d));
+                   });
+    }
+  });
+}
+
+void LockEngine::List(const std::string& prefix, int limit,
+                      std::function<void(absl::StatusOr<LockList>)> done) {
+  if (limit == 0) limit = 1000;
+  if (limit < 0 || limit > 10000) {
+    return done(absl::InvalidArgumentError(
+        absl::StrCat("limit is ", limit, "; it must be 0 (default 1000) or 1..10000")));
+  }
+  if (prefix.size() > kMaxLockNameBytes) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "prefix is ", prefix.size(), " bytes; the limit is ", kMaxLockNameBytes)));
+  }
+  SessionSlot* slot = AnyConnected();  // reads only: any session of the pool answers
+  if (slot == nullptr) {
+    return done(absl::UnavailableError("replica has no ZooKeeper session"));
+  }
+  ZkSession* zk = slot->zk;
+  zk->GetChildren(options_.root, [this, zk, prefix, limit, done](
+                                      ZkCode code,
+                                      const std::vector<std::string>& children) {
+    if (code != ZkCode::kOk) {
+      return done(absl::UnavailableError(
+          absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+    }
+    std::vector<std::pair<std::string, std::string>> names;  // name, segment
+    for (const auto& seg : children) {
+      absl::StatusOr<std::string> n = DecodeLockName(seg);
+      if (n.ok() && absl::StartsWith(*n, prefix)) names.emplace_back(*n, seg);
+    }
+    std::sort(names.begin(), names.end());
+    if (names.empty()) return done(LockList{});
+    // Empty lock nodes linger until ZooKeeper reaps containers: keep only
+    // locks that have contenders now. One Exists per candidate, in name
+    // order, kListBatch at a time, stopping once limit + 1 live locks are
+    // known: the cost follows the answer, not the number of lock nodes.
+    auto job = std::make_shared<ListJob>();
+    job->names = std::move(names);
+    job->limit = static_cast<size_t>(limit);
+    job->zk = zk;
+    job->done = std::move(done);
+    ListBatch(std::move(job));
+  });
+}
+
+void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
+  const size_t begin = job->next;
+  const size_t end = std::min(job->names.size(), begin + kListBatch);
+  job->next = end;
+  job->live.assign(end - begin, false);
+  job->left = end - begin;
+  for (size_t i = begin; i < end; ++i) {
+    job->zk->Exists(options_.root + "/" + job->names[i].second,
+                [this, job, i, begin](ZkCode code, const ZkStat& stat) {
+                  std::unique_lock<std::mutex> l(job->mu);
+                  job->live[i - begin] = code == ZkCode::kOk && stat.num_children > 0;
+                  if (--job->left > 0) return;
+                  for (size_t j = 0; j < job->live.size(); ++j) {
+                    if (job->live[j]) job->out.names.push_back(job->names[begin + j].first);
+                  }
+                  if (job->out.names.size() > job->limit) {
+                    job->out.names.resize(job->limit);
+                    job->out.truncated = true;
+                  } else if (job->next < job->names.size()) {
+                    l.unlock();
+                    ListBatch(job);  // from this completion: issues async calls only
+                    return;
+                  }
+                  l.unlock();
+                  job->done(std::move(job->out));
+                });
+  }
+}
+
+}  // namespace turnstile

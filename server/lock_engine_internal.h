@@ -1,0 +1,106 @@
+// Internal to the engine's translation units (lock_engine.cc,
+// lock_engine_session.cc, lock_engine_admin.cc): the contender record and
+// small shared helpers. Not part of the engine's interface.
+#ifndef TURNSTILE_SERVER_LOCK_ENGINE_INTERNAL_H_
+#define TURNSTILE_SERVER_LOCK_ENGINE_INTERNAL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/lock_engine.h"
+
+namespace turnstile {
+namespace engine_internal {
+
+using Clock = TimerQueue::Clock;
+
+inline int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "/" + "/x-<16 hex>-<11 chars>" plus slack.
+constexpr size_t kContenderPathOverhead = 40;
+
+// Waiters this close to the front hear of every change of position.
+constexpr size_t kFrontPositions = 12;
+
+inline bool IsRetryable(ZkCode code) { return code == ZkCode::kConnectionLoss; }
+inline bool IsSessionGone(ZkCode code) {
+  return code == ZkCode::kSessionExpired || code == ZkCode::kClosing;
+}
+
+// Every prefix of an absolute path, shortest first ("/a/b" -> "/a", "/a/b").
+inline std::vector<std::string> PathPrefixes(const std::string& path) {
+  std::vector<std::string> out;
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') out.push_back(path.substr(0, i));
+  }
+  return out;
+}
+
+}  // namespace engine_internal
+
+// One Acquire stream's contender: its node, its place in the state machine
+// (LockEngine::State) and what it watches.
+struct LockEngine::Contender {
+  uint64_t id = 0;
+  AcquireParams params;
+  std::string segment;    // encoded lock name
+  std::string lock_path;  // root/segment
+  SessionSlot* slot = nullptr;  // the pool's session for this lock
+  std::string uid;
+  std::string data;       // EncodeContenderInfo
+  std::shared_ptr<ContenderSink> sink;  // null once ended or abandoned
+  State state = State::kPendingCreate;
+  // Bumped whenever an operation in flight becomes stale (re-arm, reset).
+  uint64_t gen = 0;
+  bool stalled = false;    // an operation failed with connection loss
+  bool abandoned = false;  // ended while its create was in flight
+  bool suspended = false;
+  bool announced = false;  // kHeld and told ACQUIRED (see Grant)
+  std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
+  int create_attempts = 0;
+  size_t path_bytes = 0;  // counted in slot->watched_path_bytes
+
+  std::string node;  // own node name, once known
+  int32_t seq = 0;
+  uint64_t czxid = 0;
+  // Order of the last create sent: a listing covers it if sent after it.
+  uint64_t create_order = 0;
+  std::string watching;     // the node ahead that blocks it
+  uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
+  // The own-node read (grant confirmation and the holder's watch) has its
+  // own generation: it may be sent early, behind the blocker's delete.
+  uint64_t own_gen = 0;
+  bool own_read_in_flight = false;
+  int64_t last_position = -1;  // last QUEUED position sent
+  engine_internal::Clock::time_point last_position_at;
+
+  TimerQueue::TimerId wait_timer = 0;
+  TimerQueue::TimerId ttl_timer = 0;
+  engine_internal::Clock::time_point ttl_deadline;
+
+  // Metrics.
+  engine_internal::Clock::time_point opened_at = engine_internal::Clock::now();
+  engine_internal::Clock::time_point granted_at;
+  bool wait_noted = false;
+  bool hold_open = false;
+
+  std::string path() const { return lock_path + "/" + node; }
+  ZkSession* zk() const { return slot->zk; }
+  bool waiting() const {
+    return state == State::kPendingCreate || state == State::kCreating ||
+           state == State::kCreateUnknown || state == State::kListing ||
+           state == State::kWaiting || (state == State::kHeld && !announced);
+  }
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_LOCK_ENGINE_INTERNAL_H_

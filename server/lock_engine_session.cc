@@ -1,0 +1,261 @@
+// The engine's session-level bookkeeping, per session of the pool: what a
+// connect, a disconnect and an expiry mean for the contenders of that
+// session's locks (SPEC §4), the root bootstrap, and the heartbeat that
+// tracks when ZooKeeper last certainly heard from the session (the base of
+// every SUSPENDED safe_for).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/lock_engine.h"
+#include "server/lock_engine_internal.h"
+
+namespace turnstile {
+
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
+
+void LockEngine::SetServingListener(std::function<void(bool)> listener) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    serving_listener_ = std::move(listener);
+    Later([fn = serving_listener_, s = last_serving_] { fn(s); });
+  }
+  Deliver();
+}
+
+namespace {
+
+// A replica serves only when it can serve every lock: each lock lives on one
+// session, so one session down makes some names unavailable.
+bool AllReady(const std::vector<SessionSlot>& slots) {
+  return std::all_of(slots.begin(), slots.end(),
+                     [](const SessionSlot& s) { return s.ready(); });
+}
+
+}  // namespace
+
+bool LockEngine::serving() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return AllReady(slots_) && !draining_;
+}
+
+void LockEngine::UpdateServing() {
+  bool now = AllReady(slots_) && !draining_;
+  if (now == last_serving_) return;
+  last_serving_ = now;
+  if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
+}
+
+SessionSlot* LockEngine::SlotOf(const std::string& segment) {
+  return &slots_[SessionIndexFor(segment, slots_.size())];
+}
+
+size_t LockEngine::SessionIndexOf(const std::string& name) const {
+  return SessionIndexFor(EncodeLockName(name), slots_.size());
+}
+
+SessionSlot* LockEngine::AnyConnected() {
+  for (SessionSlot& s : slots_) {
+    if (s.zk->connected()) return &s;
+  }
+  return nullptr;
+}
+
+void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shut_down_) return;
+    switch (e) {
+      case SessionEvent::kConnected:
+        OnConnected(slot);
+        break;
+      case SessionEvent::kDisconnected:
+        OnDisconnected(slot);
+        break;
+      case SessionEvent::kExpired:
+        OnExpired(slot);
+        break;
+      case SessionEvent::kAuthFailed:
+        slot->connected = false;
+        break;
+    }
+    UpdateServing();
+  }
+  Deliver();
+}
+
+void LockEngine::OnConnected(SessionSlot* slot) {
+  slot->connected = true;
+  slot->last_alive = Clock::now();
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = 0;
+  if (!slot->bootstrapped) {
+    Bootstrap(slot);
+    return;
+  }
+  for (auto& [id, c] : contenders_) {
+    if (c->slot == slot && c->state == State::kHeld && c->suspended) {
+      c->suspended = false;
+      LockEvent ev;
+      ev.type = LockEvent::Type::kResumed;
+      Emit(c.get(), ev);
+    }
+  }
+  std::vector<Contender*> stalled;
+  for (auto& [id, c] : contenders_) {
+    if (c->slot == slot && c->stalled) stalled.push_back(c.get());
+  }
+  for (Contender* c : stalled) {
+    c->stalled = false;
+    Step(c);
+  }
+}
+
+void LockEngine::OnDisconnected(SessionSlot* slot) {
+  slot->connected = false;
+  Millis safe = slot->SafeFor(Clock::now());
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot || c->state != State::kHeld || c->suspended || !c->announced) continue;
+    c->suspended = true;
+    LockEvent ev;
+    ev.type = LockEvent::Type::kSuspended;
+    ev.safe_for = safe;
+    Emit(c.get(), ev);
+  }
+  // A disconnected replica learns of its expiry only on reconnect: once the
+  // session timeout has passed, the holds on this session must count as lost.
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      slot->suspend_timer = 0;
+      if (slot->connected || shut_down_) return;
+      std::vector<Contender*> held;
+      for (auto& [id, c] : contenders_) {
+        if (c->slot == slot && c->state == State::kHeld) held.push_back(c.get());
+      }
+      for (Contender* c : held) {
+        Lose(c, LostReason::kSessionExpired,
+             "disconnected from ZooKeeper for longer than the session timeout");
+      }
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::OnExpired(SessionSlot* slot) {
+  slot->connected = false;
+  slot->bootstrapped = false;
+  ++slot->epoch;
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = 0;
+  for (auto& [segment, lock] : locks_) {
+    if (SlotOf(segment) != slot) continue;
+    lock.queue.Clear();
+    lock.list_in_flight = lock.list_wanted = false;
+  }
+  std::vector<Contender*> all;
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot) continue;
+    c->watch_key = 0;  // the session's watches are gone
+    all.push_back(c.get());
+  }
+  for (Contender* c : all) {
+    // Every node of the old session is gone.
+    if (c->state == State::kHeld && c->announced) {
+      Lose(c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
+    }
+    if (c->state == State::kDeleting || c->abandoned || !c->sink) {
+      if (c->state == State::kDeleting && c->sink) {
+        // A release waiting for the connection: the node went with the
+        // session, so it is released.
+        ++stats_.released;
+        LockEvent ev;
+        ev.type = LockEvent::Type::kReleased;
+        Emit(c, ev);
+        Finish(c, absl::OkStatus());
+      }
+      Forget(c);
+      continue;
+    }
+    // Waiters queue again on the new session; they lose their place.
+    by_path_.erase(c->path());
+    c->node.clear();
+    c->watching.clear();
+    c->watch_key = 0;  // dropped with the session
+    c->own_read_in_flight = false;
+    c->last_position = -1;
+    c->stalled = false;
+    ++c->gen;
+    c->state = State::kPendingCreate;
+    ++stats_.requeued_after_expiry;
+  }
+}
+
+// Creates the root (each path component) on every new session, then starts
+// the contenders of that session that were waiting for it.
+void LockEngine::Bootstrap(SessionSlot* slot) {
+  EnsurePath(slot, 0, PathPrefixes(options_.root));
+}
+
+void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
+  if (index == paths.size()) {
+    slot->bootstrapped = true;
+    UpdateServing();
+    Heartbeat(slot);
+    std::vector<Contender*> pending;
+    for (auto& [id, c] : contenders_) {
+      if (c->slot == slot && (c->state == State::kPendingCreate || c->stalled)) {
+        pending.push_back(c.get());
+      }
+    }
+    for (Contender* c : pending) {
+      c->stalled = false;
+      Step(c);
+    }
+    return;
+  }
+  std::string path = paths[index];
+  uint64_t epoch = slot->epoch;
+  slot->zk->Create(path, "", CreateMode::kPersistent,
+                   [this, slot, index, paths = std::move(paths), epoch](
+                       ZkCode code, const std::string&, const ZkStat&) {
+                     {
+                       std::lock_guard<std::mutex> l(mu_);
+                       if (shut_down_ || epoch != slot->epoch) return;
+                       if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
+                         EnsurePath(slot, index + 1, paths);
+                       } else if (IsRetryable(code) && slot->connected) {
+                         EnsurePath(slot, index, paths);
+                       }
+                       // Otherwise the next kConnected bootstraps again.
+                     }
+                     Deliver();
+                   });
+}
+
+// Tracks when ZooKeeper last certainly heard from the session: a read sent
+// at t0 that succeeds means the server saw the session alive after t0, so
+// its expiry is no earlier than t0 + session timeout.
+void LockEngine::Heartbeat(SessionSlot* slot) {
+  timers_->Cancel(slot->heartbeat_timer);
+  slot->heartbeat_timer = timers_->ScheduleAfter(
+      std::max(Millis(100), slot->zk->session_timeout() / 4), [this, slot] {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          slot->heartbeat_timer = 0;
+          if (shut_down_) return;
+          if (slot->connected) {
+            auto t0 = Clock::now();
+            slot->zk->Exists(options_.root, [this, slot, t0](ZkCode code, const ZkStat&) {
+              std::lock_guard<std::mutex> l(mu_);
+              if (code == ZkCode::kOk && t0 > slot->last_alive) slot->last_alive = t0;
+            });
+          }
+          Heartbeat(slot);
+        }
+        Deliver();
+      });
+}
+
+}  // namespace turnstile

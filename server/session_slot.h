@@ -1,0 +1,71 @@
+// SessionSlot: the engine's bookkeeping for one ZooKeeper session of its
+// pool: whether it is connected and bootstrapped, its epoch (bumped on
+// expiry, so replies from an expired session are recognized), when ZooKeeper
+// last certainly heard from it (the base of every SUSPENDED safe_for), its
+// heartbeat and suspend timers, and its watch budget.
+//
+// Why a pool: ZooKeeper's C client re-sends all of a session's watches in
+// one SetWatches packet on reconnect, and the server refuses a packet over
+// jute.maxbuffer (1 MiB by default), which breaks the session. The budget
+// (--max-watch-bytes) therefore applies per session; a replica that must
+// hold more waiters spreads its locks over several sessions
+// (--zk-sessions). Every lock lives on one session of the pool, chosen by a
+// hash of its name, so ZooKeeper's per-session FIFO order still covers all
+// of this replica's requests on one lock (the pipelined listing and the
+// local handoff rely on it), and every failure rule of SPEC §4 (SUSPENDED,
+// LOST on expiry, re-queue of waiters) applies to the locks of the session
+// that failed, and only to them.
+#ifndef TURNSTILE_SERVER_SESSION_SLOT_H_
+#define TURNSTILE_SERVER_SESSION_SLOT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "server/timer_queue.h"
+#include "server/zk_session.h"
+
+namespace turnstile {
+
+struct SessionSlot {
+  using Clock = TimerQueue::Clock;
+
+  size_t index = 0;
+  ZkSession* zk = nullptr;
+  bool connected = false;
+  bool bootstrapped = false;  // the root exists on this session
+  uint64_t epoch = 0;         // bumped on expiry
+  // ZooKeeper saw this session alive at or after this time (a read sent
+  // then succeeded): its expiry is no earlier than this + session timeout.
+  Clock::time_point last_alive{};
+  TimerQueue::TimerId suspend_timer = 0;
+  TimerQueue::TimerId heartbeat_timer = 0;
+  // Sum of the path lengths this session's contenders may watch.
+  size_t watched_path_bytes = 0;
+
+  bool ready() const { return connected && bootstrapped; }
+  // How long holds on this session stay certainly valid from `now`.
+  std::chrono::milliseconds SafeFor(Clock::time_point now) const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        last_alive + zk->session_timeout() - now);
+    return left.count() > 0 ? left : std::chrono::milliseconds(0);
+  }
+};
+
+// The session of a pool of `pool` that serves the lock whose znode segment
+// is `segment`: FNV-1a of the segment, so it is stable across runs and
+// platforms (tests and operators can tell which session a lock uses).
+inline size_t SessionIndexFor(std::string_view segment, size_t pool) {
+  if (pool <= 1) return 0;
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : segment) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return static_cast<size_t>(h % pool);
+}
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_SESSION_SLOT_H_
