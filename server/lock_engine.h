@@ -106,7 +106,8 @@ struct LockLoad {
 
 // Receives one contender's events. Called outside the engine's lock, never
 // concurrently for one sink. OnFinish is called exactly once and last, unless
-// the contender was abandoned (then nothing more is called).
+// the contender was abandoned (then nothing more is called); after RELEASED
+// or LOST it follows at once (the gRPC service sends the two together).
 class ContenderSink {
  public:
   virtual ~ContenderSink() = default;

@@ -94,16 +94,22 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
 }
 
 // Writes queued messages one at a time and finishes after the last one.
-// Shared by both streaming reactors. The reactor keeps itself alive through
+// The last message and the status go out together (StartWriteAndFinish:
+// one write, no OnWriteDone hop), so a stream's final event and its end
+// reach the client at once. Shared by both streaming reactors. The reactor keeps itself alive through
 // `self_` until OnDone; engine callbacks reach it through weak_ptrs, so a
 // late event after OnDone finds nothing (muduo's tie idiom).
 template <typename Req, typename Resp>
 class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
  public:
-  void Send(Resp msg) {
+  // `last`: the caller's FinishAfterWrites follows at once (the engine
+  // finishes a contender right after RELEASED or LOST), so the message is
+  // held until then and written together with the status.
+  void Send(Resp msg, bool last = false) {
     std::unique_lock<std::mutex> l(mu_);
     if (done_ || finish_) return;
     queue_.push_back(std::move(msg));
+    if (last) hold_last_ = true;
     PumpLocked(l);
   }
   void FinishAfterWrites(grpc::Status status) {
@@ -123,6 +129,17 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
  protected:
   void PumpLocked(std::unique_lock<std::mutex>& l) {
     if (writing_ || finished_ || done_) return;
+    if (queue_.size() == 1 && finish_) {
+      finished_ = true;
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      grpc::Status s = *finish_;
+      l.unlock();
+      OnFinishing(s);
+      this->StartWriteAndFinish(&current_, grpc::WriteOptions(), s);
+      return;
+    }
+    if (queue_.size() == 1 && hold_last_) return;  // FinishAfterWrites follows
     if (!queue_.empty()) {
       writing_ = true;
       current_ = std::move(queue_.front());
@@ -150,6 +167,7 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   std::deque<Resp> queue_;             // GUARDED_BY(mu_)
   Resp current_;                       // GUARDED_BY(mu_) while !writing_
   bool writing_ = false;               // GUARDED_BY(mu_)
+  bool hold_last_ = false;             // GUARDED_BY(mu_) see Send
   std::optional<grpc::Status> finish_; // GUARDED_BY(mu_)
   bool finished_ = false;              // GUARDED_BY(mu_)
   bool done_ = false;                  // GUARDED_BY(mu_)
@@ -227,7 +245,9 @@ class AcquireReactor final
    public:
     explicit Sink(std::weak_ptr<AcquireReactor> r) : r_(std::move(r)) {}
     void OnEvent(const LockEvent& e) override {
-      if (auto r = r_.lock()) r->Send(ToProto(e));
+      // RELEASED and LOST are a contender's last events: OnFinish follows.
+      const bool last = e.type == LockEvent::Type::kReleased || e.type == LockEvent::Type::kLost;
+      if (auto r = r_.lock()) r->Send(ToProto(e), last);
     }
     void OnFinish(const absl::Status& s) override {
       if (auto r = r_.lock()) r->FinishAfterWrites(ToGrpc(s));
