@@ -771,9 +771,10 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
 // - a grant decided from a listing (sent behind the create): the listing
 //   itself is that read, so ACQUIRED goes out at once;
 // - a handoff between two contenders of this replica: the holder's delete
-//   and the successor's own-node read are sent together (IssueDelete), so
-//   the read's reply arrives right after the delete's and confirms the grant.
+//   and a check of the successor's node are one transaction (LocalSuccessor,
+//   IssueDelete), so the transaction's reply confirms the grant.
 void LockEngine::Grant(Contender* c, bool confirmed) {
+  if (confirmed_path_ && *confirmed_path_ == c->path()) confirmed = true;  // LocalSuccessor
   Disarm(c);
   c->state = State::kHeld;
   c->announced = false;
@@ -961,10 +962,59 @@ void LockEngine::EndContender(Contender* c) {
   }
 }
 
+// A local handoff, when this replica's waiter directly behind the holder is
+// waiting on it: the holder's delete and a check that the successor's node
+// exists go to ZooKeeper as one transaction (a multi: delete, then check).
+// If it applies, the successor's node existed at the very moment the holder's
+// node was gone, which is exactly what the confirming read of Grant proves
+// (a read after the blocker's departure that saw the node), so the successor
+// is announced from the multi's reply: one round trip for the handoff, with
+// no read queued behind the delete. If the successor's node is gone (deleted
+// by lease id or an operator, or its session ended), nothing was applied:
+// the holder's node is deleted alone and the successor re-queues on the
+// usual path (its confirming read finds no node).
+LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
+  if (c->plain_delete || c->node.empty()) return nullptr;
+  LockState& lock = locks_[c->segment];
+  if (!lock.queue.Contains(c->seq, c->node) || lock.queue.Ahead(c->seq) != nullptr) {
+    return nullptr;  // not the front: deleting it grants no one
+  }
+  Contender* next = LocalOf(lock.queue.Behind(c->seq));
+  if (next == nullptr || next->state != State::kWaiting || next->watching != c->node ||
+      next->own_read_in_flight) {
+    return nullptr;
+  }
+  return next;
+}
+
 void LockEngine::IssueDelete(Contender* c) {
   c->state = State::kDeleting;
   Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
+  if (Contender* next = LocalSuccessor(c)) {
+    std::string next_path = next->path();
+    c->zk()->DeleteChecking(
+        c->path(), next_path, [this, id, gen, next_path](ZkCode del, ZkCode check) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            Contender* c = Find(id, gen);
+            if (c == nullptr) return;
+            if (IsRetryable(del)) {
+              Stall(c);
+            } else if (del == ZkCode::kOk && check == ZkCode::kOk) {
+              OnDeleted(c, &next_path);
+            } else if (del == ZkCode::kOk) {
+              // The successor's node is gone; nothing was applied.
+              c->plain_delete = true;
+              IssueDelete(c);
+            } else {
+              OnDeleted(c, nullptr);  // already gone, or gone with the session
+            }
+          }
+          Deliver();
+        });
+    return;
+  }
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -972,35 +1022,30 @@ void LockEngine::IssueDelete(Contender* c) {
       if (c == nullptr) return;
       if (IsRetryable(code)) {
         Stall(c);
-        return;
+      } else {
+        OnDeleted(c, nullptr);  // deleted, already gone, or gone with the session
       }
-      // Deleted, already gone, or gone with the session.
-      if (c->sink) {
-        ++stats_.released;
-        LockEvent e;
-        e.type = LockEvent::Type::kReleased;
-        Emit(c, e);
-        Finish(c, absl::OkStatus());
-      }
-      std::string segment = c->segment, node = c->node;
-      Forget(c);
-      NoteGone(segment, node);
     }
     Deliver();
   });
-  // A local successor that this delete makes the front: send its own-node
-  // read right behind the delete, so its grant is confirmed by the reply
-  // that follows the delete's (one round trip for the handoff, not two).
-  // The read is sent after the delete, so "the node exists" holds after the
-  // blocker is gone, exactly as a read sent after the decision would.
-  LockState& lock = locks_[c->segment];
-  if (lock.queue.Contains(c->seq, c->node) && lock.queue.Ahead(c->seq) == nullptr) {
-    Contender* next = LocalOf(lock.queue.Behind(c->seq));
-    if (next != nullptr && next->state == State::kWaiting && next->watching == c->node &&
-        !next->own_read_in_flight) {
-      ArmOwn(next);
-    }
+}
+
+// The contender's node is gone: RELEASED, then the contender behind it
+// re-decides. `confirmed`: the path of a successor whose node a check in the
+// same transaction saw right after the delete (see LocalSuccessor).
+void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
+  if (c->sink) {
+    ++stats_.released;
+    LockEvent e;
+    e.type = LockEvent::Type::kReleased;
+    Emit(c, e);
+    Finish(c, absl::OkStatus());
   }
+  std::string segment = c->segment, node = c->node;
+  Forget(c);
+  if (confirmed != nullptr) confirmed_path_ = *confirmed;
+  NoteGone(segment, node);
+  confirmed_path_.reset();
 }
 
 void LockEngine::Forget(Contender* c) {

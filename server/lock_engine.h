@@ -297,6 +297,8 @@ class LockEngine {
   void FailWait(Contender* c, const absl::Status& status);
   void EndContender(Contender* c);
   void IssueDelete(Contender* c);
+  Contender* LocalSuccessor(Contender* c);
+  void OnDeleted(Contender* c, const std::string* confirmed);
   void Forget(Contender* c);
   void Stall(Contender* c);
   void NoteGone(const std::string& segment, const std::string& node);
@@ -336,6 +338,9 @@ class LockEngine {
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
   std::optional<TimerQueue::Clock::time_point> handoff_from_;  // GUARDED_BY(mu_)
+  // Set while a local handoff's transaction is being applied: the path of
+  // the successor whose node it checked (see LockEngine::LocalSuccessor).
+  std::optional<std::string> confirmed_path_;  // GUARDED_BY(mu_)
 
   std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
 };

@@ -66,6 +66,7 @@ struct LockEngine::Contender {
   bool announced = false;  // kHeld and told ACQUIRED (see Grant)
   std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
   int create_attempts = 0;
+  bool plain_delete = false;  // the local-handoff transaction failed: delete alone
   size_t path_bytes = 0;  // counted in slot->watched_path_bytes
 
   std::string node;  // own node name, once known

@@ -48,6 +48,7 @@ const char* ZkOpName(ZkOp op) {
     case ZkOp::kSetData: return "set_data";
     case ZkOp::kGetChildren: return "get_children";
     case ZkOp::kExists: return "exists";
+    case ZkOp::kMulti: return "multi";
     case ZkOp::kCount: break;
   }
   return "?";
@@ -184,6 +185,22 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
+  void DeleteChecking(const std::string& path, const std::string& check_path,
+                      DeleteCheckCallback done) override {
+    CountCall(ZkOp::kMulti);
+    auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kMulti;
+    ctx->delete_check = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      // The C client serializes the ops at once; only the results array
+      // must live until the completion.
+      zoo_op_t ops[2];
+      zoo_delete_op_init(&ops[0], path.c_str(), -1);
+      zoo_check_op_init(&ops[1], check_path.c_str(), -1);  // -1: any version
+      return zoo_amulti(zh, 2, ops, ctx->multi_results, &ZkClientSession::OnMulti, ctx);
+    });
+  }
+
   uint64_t GetData(const std::string& path, Watcher watcher,
                    DataCallback done) override {
     CountCall(ZkOp::kGetData);
@@ -267,6 +284,8 @@ class ZkClientSession final : public ZkSession {
     DataCallback data;
     StatCallback stat;
     ChildrenCallback children;
+    DeleteCheckCallback delete_check;
+    zoo_op_result_t multi_results[2] = {};
     ZkOp op = ZkOp::kCount;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -286,6 +305,7 @@ class ZkClientSession final : public ZkSession {
       if (data) data(code, std::string(), ZkStat{});
       if (stat) stat(code, ZkStat{});
       if (children) children(code, {});
+      if (delete_check) delete_check(code, code);
     }
   };
 
@@ -347,6 +367,23 @@ class ZkClientSession final : public ZkSession {
   }
 
   static void OnWatchRemoved(int, const void*) {}
+
+  static void OnMulti(int rc, const void* data) {
+    auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
+    ZkCode code = MapRc(rc);
+    ctx->Report(code);
+    // A failed multi reports the failing op's error as rc and each op's own
+    // result in the array; a request that never ran (connection loss,
+    // expiry) leaves the array untouched.
+    ZkCode del = code, check = code;
+    if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION || rc == ZNOAUTH ||
+        rc == ZNOTEMPTY || rc == ZRUNTIMEINCONSISTENCY) {
+      del = MapRc(ctx->multi_results[0].err);
+      check = MapRc(ctx->multi_results[1].err);
+    }
+    ctx->delete_check(del, check);
+    delete ctx;
+  }
 
   static void OnStat(int rc, const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));

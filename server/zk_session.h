@@ -64,7 +64,7 @@ enum class SessionEvent {
 };
 
 // Operation kinds, for counting calls (herd-freedom is asserted on counts).
-enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kCount };
+enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kMulti, kCount };
 const char* ZkOpName(ZkOp op);
 
 // Receives measurements of a session (metrics). Called on the session's
@@ -90,6 +90,8 @@ class ZkSession {
   using DataCallback = std::function<void(ZkCode, const std::string& data, const ZkStat&)>;
   using StatCallback = std::function<void(ZkCode, const ZkStat&)>;
   using ChildrenCallback = std::function<void(ZkCode, const std::vector<std::string>&)>;
+  // The code of each operation of a DeleteChecking.
+  using DeleteCheckCallback = std::function<void(ZkCode delete_code, ZkCode check_code)>;
   // Called at most once, for a node event. Never called for session events;
   // dropped without a call if the session expires or closes first.
   using Watcher = std::function<void(WatchEventType)>;
@@ -102,6 +104,15 @@ class ZkSession {
                       CreateMode mode, CreateCallback done) = 0;
   virtual void Delete(const std::string& path, int32_t version,
                       VoidCallback done) = 0;
+  // Deletes `path` only if `check_path` exists, in one transaction (a
+  // ZooKeeper multi: delete, then check). Both codes kOk: applied, and
+  // `check_path` existed right after `path` was gone. Otherwise nothing was
+  // applied; the operation that failed has its error (kNoNode on `path`: it
+  // was already gone; kNoNode on `check_path`: that node is gone) and the
+  // kOk (it would have succeeded) or kOther (not reached). A failure of the request as a whole (connection loss, session
+  // expiry) comes as that code for both.
+  virtual void DeleteChecking(const std::string& path, const std::string& check_path,
+                              DeleteCheckCallback done) = 0;
   // With a non-null `watcher`, leaves a data watch only if the node exists
   // (unlike exists(), no watch dangles on a missing node). Returns a key
   // for RemoveWatch (0 without a watcher).

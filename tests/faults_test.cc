@@ -86,6 +86,15 @@ class FaultySession final : public ZkSession {
     }
     real_->Delete(path, version, std::move(done));
   }
+  void DeleteChecking(const std::string& path, const std::string& check_path,
+                      DeleteCheckCallback done) override {
+    CountCall(ZkOp::kMulti);
+    if (fail_deletes_) {
+      std::thread([done] { done(ZkCode::kConnectionLoss, ZkCode::kConnectionLoss); }).detach();
+      return;
+    }
+    real_->DeleteChecking(path, check_path, std::move(done));
+  }
   uint64_t GetData(const std::string& path, Watcher w, DataCallback done) override {
     CountCall(ZkOp::kGetData);
     return real_->GetData(path, std::move(w), std::move(done));

@@ -111,7 +111,11 @@ TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {
   Calls after = Calls::Of(r1_->zk());
   EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 0u);
   EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 0u);
-  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 1u);
+  // The handoff is local: the holder's delete and a check of the next
+  // waiter's node are one transaction (multi), which confirms the grant; the
+  // one read is the new holder's watch on its own node.
+  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 0u);
+  EXPECT_EQ(after[ZkOp::kMulti] - before[ZkOp::kMulti], 1u);
   EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], 1u);
   EXPECT_EQ(after[ZkOp::kSetData] - before[ZkOp::kSetData], 0u);
   EXPECT_EQ(MntrValue("zk_sum_node_deleted_watch_count") - deleted_watch_sum, 1);
@@ -130,7 +134,9 @@ TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {
   }
   after = Calls::Of(r1_->zk());
   EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 0u);
-  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], static_cast<uint64_t>(kWaiters));
+  // A multi per local handoff, a plain delete for the last one.
+  EXPECT_EQ(after[ZkOp::kMulti] - before[ZkOp::kMulti], static_cast<uint64_t>(kWaiters - 1));
+  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 1u);
   EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], static_cast<uint64_t>(kWaiters - 1));
   EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(lock).empty(); }, milliseconds(10000)));
 }
@@ -187,6 +193,11 @@ TEST_F(HerdTest, LocalHandoffToAWaiterWhoseNodeIsGoneRequeuesIt) {
   Calls after = Calls::Of(r1_->zk());
   EXPECT_EQ(r1_->engine().stats().requeued_lost_node, requeued + 1);
   EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 1u) << "queued again with a new node";
+  // The handoff transaction (delete + check of the waiter's node) was refused
+  // as a whole, so the holder's node was deleted alone: a grant from the
+  // transaction's reply would have granted through a node that is gone.
+  EXPECT_EQ(after[ZkOp::kMulti] - before[ZkOp::kMulti], 1u);
+  EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 1u);
   std::vector<std::string> now = zk_->Contenders(lock);
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(lock + "/" + now[0], old_node);
