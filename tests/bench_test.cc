@@ -1,9 +1,11 @@
 // turnstile-bench end to end: a quick run against an in-process replica on
 // the shared ZooKeeper prints one parseable BENCH_JSON line per workload,
 // with positive numbers, turnstile/floor ratios, and W4's herd-freedom
-// (about one watch notification per handoff, for every queue length). W5 at
-// a small size passes its correctness checks (each waiter granted once, in
-// order, no node left) and costs ZooKeeper exactly one watch per waiter.
+// (about one watch notification per handoff, for every queue length), and
+// compares fairly (a warm-up first, W1..W3's sides interleaved in slices,
+// W4's first side alternating with N). W5 at a small size passes its
+// correctness checks (each waiter granted once, in order, no node left) and
+// costs ZooKeeper exactly one watch per waiter.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -279,6 +281,21 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
     EXPECT_EQ(by_workload[w]["zk_fsync"].str, "off") << w;
   }
 
+  // Fairness: both sides warmed up (0.5 s with --quick) before the first
+  // workload; W1..W3 interleave the sides in 4 slices each (0.25 s apiece),
+  // so each side's measured time is still the 1 s --duration.
+  EXPECT_NE(output.find("\nwarm-up: 0.5 s unmeasured"), std::string::npos) << output;
+  EXPECT_EQ(output.find("warm-up, "), std::string::npos) << "the warm-up failed:\n" << output;
+  EXPECT_NE(output.find("sides interleaved ABBABAAB (A turnstile, B floor) in 4 slices of 0.25 s "
+                        "per side, after a 0.5 s warm-up"),
+            std::string::npos)
+      << output;
+  for (const char* w : {"w1", "w2", "w3"}) {
+    EXPECT_EQ(by_workload[w]["slices_per_side"].number, 4) << w;
+    EXPECT_EQ(by_workload[w]["warmup_s"].number, 0.5) << w;
+    EXPECT_EQ(by_workload[w]["duration_s"].number, 1) << w;
+  }
+
   // W1 and W3: cycles per second and cycle latency, both sides.
   ExpectCycleWorkload(by_workload["w1"], "w1", "ops_per_s");
   EXPECT_EQ(by_workload["w1"]["clients"].number, 1);
@@ -303,14 +320,17 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
   ExpectPositive(w2["ratio"], "w2.ratio", "handoff_p99_ms", /*allow_zero=*/true);
   ExpectPositive(w2["ratio"], "w2.ratio", "release_to_acquired_p50_ms");
 
-  // W4: every herd size, and herd-freedom as ZooKeeper counts it.
+  // W4: every herd size, and herd-freedom as ZooKeeper counts it. The side
+  // that drains first alternates with N: turnstile at 10, the floor at 50.
   const JsonValue& herd = by_workload["w4"]["herd"];
   ASSERT_EQ(herd.kind, JsonValue::kArray);
   std::set<int> sizes;
-  for (const JsonValue& h : herd.array) {
+  for (size_t k = 0; k < herd.array.size(); ++k) {
+    const JsonValue& h = herd.array[k];
     const int n = static_cast<int>(h["n"].number);
     sizes.insert(n);
     const std::string where = "w4[n=" + std::to_string(n) + "]";
+    EXPECT_EQ(h["first"].str, k % 2 == 0 ? "turnstile" : "floor") << where;
     EXPECT_EQ(h["error"].kind, JsonValue::kNull) << where;
     const JsonValue& t = h["turnstile"];
     const JsonValue& f = h["floor"];

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bitset>
 #include <cctype>
 #include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,18 +41,29 @@ constexpr char kUsage[] =
     "                      (read from /proc; without it they are not measured)\n"
     "  --workloads LIST    of w1,w2,w3,w4,w5 (default all)\n"
     "  --duration D        per workload and side, e.g. 5s, 500ms (default 5s)\n"
+    "  --warmup D          unmeasured cycles on both sides before the first of\n"
+    "                      w1..w4 (default 3s; 0 for none): ZooKeeper's JIT and\n"
+    "                      the replica warm up before anything is measured\n"
+    "  --slices N          w1..w3 run each side's --duration as N slices,\n"
+    "                      interleaved with the other side's in Thue-Morse\n"
+    "                      order, A = turnstile, B = floor: ABBA, ABBABAAB, ...\n"
+    "                      (default 4; 1..16, fewer if a slice would be under\n"
+    "                      100 ms; 1 = turnstile, then floor)\n"
     "  --herd-sizes LIST   W4 queue lengths (default 10,100,1000,10000)\n"
     "  --w5-waiters N      W5 waiting streams (default 20000; 2..100000)\n"
     "  --w5-idle D         W5 window for the idle CPU reading (default 5s)\n"
-    "  --quick             1s per workload, herd sizes 10,50, W5 with 2000\n"
-    "                      waiters and a 1s idle window (for tests)\n"
+    "  --quick             1s per workload, a 500ms warm-up, herd sizes 10,50,\n"
+    "                      W5 with 2000 waiters and a 1s idle window (for tests)\n"
     "\n"
     "  w1  uncontended: 1 client, 1 lock, acquire+release cycles\n"
     "  w2  contended: 16 clients, 1 lock, hold 0; handoff = RELEASED at the\n"
     "      holder -> ACQUIRED at the next holder\n"
     "  w3  many locks: 32 clients, each on its own lock\n"
     "  w4  herd: N waiters behind one holder, drained; latency, rate, and\n"
-    "      ZooKeeper packets and watch notifications per handoff\n"
+    "      ZooKeeper packets and watch notifications per handoff. One drain per\n"
+    "      N and side (a drain is one measurement, not cut into slices); the\n"
+    "      side that goes first alternates with N: turnstile at the 1st, 3rd,\n"
+    "      ... herd size, the floor at the 2nd, 4th, ...\n"
     "  w5  scale: N streams waiting on one replica over 64 channels, half on\n"
     "      one lock, half over 100 locks, plus 10 reference locks with 10\n"
     "      waiters; every lock first taken by one holder. Reports the\n"
@@ -109,6 +122,7 @@ bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
 // 0 = ok, 2 = usage error, -1 = --help.
 int ParseFlags(int argc, char** argv, BenchOptions* o) {
   bool duration_set = false, herd_set = false, w5_waiters_set = false, w5_idle_set = false;
+  bool warmup_set = false;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return -1;
@@ -126,7 +140,7 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     static const char* const kValued[] = {"server",     "zk",         "zk-root",
                                           "zk-fsync",   "server-pid", "workloads",
                                           "duration",   "herd-sizes", "w5-waiters",
-                                          "w5-idle"};
+                                          "w5-idle",    "warmup",     "slices"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
       return 2;
@@ -186,6 +200,13 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
         return refuse("must be 100ms..1h");
       }
       duration_set = true;
+    } else if (name == "warmup") {
+      if (!duration_in(Millis(0), Millis(600 * 1000), &o->warmup)) {
+        return refuse("must be 0..10m");
+      }
+      warmup_set = true;
+    } else if (name == "slices") {
+      if (!one_int(1, 16, &o->slices)) return refuse("must be 1..16");
     } else if (name == "herd-sizes") {
       if (!ParseIntList(value, &o->herd_sizes, 1, 100000)) {
         return refuse("must be a list of 1..100000");
@@ -202,10 +223,15 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
   }
   if (o->quick) {
     if (!duration_set) o->duration = Millis(1000);
+    if (!warmup_set) o->warmup = Millis(500);
     if (!herd_set) o->herd_sizes = {10, 50};
     if (!w5_waiters_set) o->w5_waiters = 2000;
     if (!w5_idle_set) o->w5_idle = Millis(1000);
   }
+  // Slices of at least 100 ms: a shorter one would be mostly its start and
+  // its end (streams opened, the last cycles finishing after the window).
+  o->slices = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(o->slices, o->duration / Millis(100))));
   return 0;
 }
 
@@ -288,6 +314,133 @@ std::string ErrorOf(const CycleResult& r, const char* side) {
   return r.errors == 0 ? "" : std::string(side) + ": " + r.error;
 }
 
+// --- fair comparison: warm-up and interleaved slices ---------------------------------
+//
+// Measuring one side after the other favours the second: ZooKeeper (a JVM)
+// is still compiling its hot paths during the first seconds of load, and
+// the replica is cold too. So before the first measured workload both sides
+// run unmeasured cycles (--warmup), and W1..W3 split each side's --duration
+// into --slices slices run in Thue-Morse order: slot i belongs to the
+// turnstile side (A) when i has an even number of one bits, i.e. AB, ABBA,
+// ABBABAAB, ... Whatever drifts during a workload and weighs on both sides
+// alike (the JIT, caches filling, other load on the machine) then falls on
+// both equally: a linear drift cancels with 2 slices per side, a quadratic
+// one with 4. A side's result is its slices merged: cycles summed, rates
+// over the summed measured windows, latency samples pooled; W2's handoffs
+// are paired within a slice only (TurnstileCycles::Run). W4 drains are not
+// sliced (one drain is one measurement, and running each twice would
+// double the longest workload): the side that goes first alternates with
+// the herd size instead (RunW4).
+
+// Whether slot `slot` of the interleaved order is the turnstile side's.
+bool TurnstileSlot(int slot) {
+  return std::bitset<32>(static_cast<uint32_t>(slot)).count() % 2 == 0;
+}
+
+// "ABBABAAB" for 4 slices per side.
+std::string SliceOrder(int slices) {
+  std::string order;
+  for (int slot = 0; slot < 2 * slices; ++slot) order += TurnstileSlot(slot) ? 'A' : 'B';
+  return order;
+}
+
+// Runs `slices` slices of each side in SliceOrder; each callback measures
+// one slice (its argument: how many of its side ran before it) and returns
+// false on an error, after which its side runs no more slices (they would
+// fail too, and a failed contended floor slice may leave nodes that would
+// stall the next).
+void Interleave(int slices, const std::function<bool(int)>& turnstile,
+                const std::function<bool(int)>& floor) {
+  bool turnstile_ok = true, floor_ok = true;
+  int turnstile_done = 0, floor_done = 0;
+  for (int slot = 0; slot < 2 * slices; ++slot) {
+    if (TurnstileSlot(slot)) {
+      if (turnstile_ok) turnstile_ok = turnstile(turnstile_done++);
+    } else {
+      if (floor_ok) floor_ok = floor(floor_done++);
+    }
+  }
+}
+
+// The length of one slice of W1..W3.
+Millis SliceLength(const BenchOptions& o) { return o.duration / o.slices; }
+
+// The heading line that says how the sides were ordered.
+void PrintOrderNote(const BenchOptions& o) {
+  char warm[64];
+  if (o.warmup.count() > 0) {
+    std::snprintf(warm, sizeof(warm), "after a %.1f s warm-up", o.warmup.count() / 1000.0);
+  } else {
+    std::snprintf(warm, sizeof(warm), "no warm-up (--warmup 0)");
+  }
+  if (o.slices > 1) {
+    std::printf("   sides interleaved %s (A turnstile, B floor) in %d slices of %.2f s per side, "
+                "%s\n",
+                SliceOrder(o.slices).c_str(), o.slices, SliceLength(o).count() / 1000.0, warm);
+  } else {
+    std::printf("   sides not interleaved (--slices 1): turnstile, then floor, %s\n", warm);
+  }
+}
+
+// Each slice's rate, in the order run: how much the sides drifted or
+// wavered (other load on the machine) while they were measured.
+void PrintSliceRates(const CycleSamples& t, const CycleSamples& f) {
+  if (t.slice_rates.size() < 2 && f.slice_rates.size() < 2) return;
+  auto list = [](const CycleSamples& r) {
+    std::string out;
+    for (double v : r.slice_rates) out += " " + Fmt(v, "%.0f");
+    return out.empty() ? std::string(" -") : out;
+  };
+  std::printf("  cycles/s per slice, in order: turnstile%s; floor%s\n", list(t).c_str(),
+              list(f).c_str());
+}
+
+// A side that could not even start: one error, no samples.
+CycleSamples Failed(const std::string& error) {
+  CycleSamples r;
+  r.errors = 1;
+  r.error = error;
+  return r;
+}
+
+// Before the first measured workload: o.warmup of unmeasured cycles, the
+// sides in ABBA order (a quarter each). The turnstile side runs one client
+// on a lock of its own and three on one shared lock (grants, queueing and
+// handoffs: the paths W2..W4 take too); the floor the same shapes on one
+// session (W1's create+getChildren+delete loop, then W2's contended
+// recipe). Errors are printed, not counted: the workloads report their own.
+void RunWarmup(const BenchOptions& o) {
+  const Millis quarter = o.warmup / 4;
+  const Clock::time_point start = Clock::now();
+  CycleSamples t, f;
+  TurnstileCycles turnstile(o, {LockName(o, "warmup-solo"), LockName(o, "warmup-shared"),
+                                LockName(o, "warmup-shared"), LockName(o, "warmup-shared")});
+  std::string error;
+  if (!turnstile.Connect(&error)) t = Failed(error);
+  std::unique_ptr<Floor> floor = Floor::Open(o, &error);
+  if (floor == nullptr) f = Failed(error);
+  Interleave(
+      2,
+      [&](int) {
+        if (t.errors == 0) t.Merge(turnstile.Run(quarter));
+        return t.errors == 0;
+      },
+      [&](int) {
+        if (f.errors == 0) f.Merge(floor->Cycles("warmup", 1, quarter / 2));
+        if (f.errors == 0) f.Merge(floor->ContendedLock("warmup-lock", 3, quarter / 2));
+        return f.errors == 0;
+      });
+  floor.reset();
+  std::printf("warm-up: %.1f s unmeasured (took %.1f s), ABBA: turnstile 1 client + 3 on one "
+              "lock, %llu cycles; floor the same on one ZooKeeper session, %llu cycles\n",
+              o.warmup.count() / 1000.0,
+              std::chrono::duration<double>(Clock::now() - start).count(),
+              static_cast<unsigned long long>(t.cycles), static_cast<unsigned long long>(f.cycles));
+  if (t.errors > 0) std::printf("  warm-up, turnstile: %s\n", t.error.c_str());
+  if (f.errors > 0) std::printf("  warm-up, floor: %s\n", f.error.c_str());
+  std::fflush(stdout);
+}
+
 // W1 and W3: `clients` clients, each on its own lock.
 bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) {
   const double secs = o.duration.count() / 1000.0;
@@ -298,26 +451,39 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   std::printf("   floor: create(ephemeral-sequential)+getChildren+delete cycles, %d loop%s on one "
               "ZooKeeper session\n",
               clients, clients == 1 ? "" : "s");
+  PrintOrderNote(o);
   std::fflush(stdout);
   std::vector<std::string> names;
   for (int i = 0; i < clients; ++i) {
     names.push_back(LockName(o, clients == 1 ? w : w + "-" + std::to_string(i)));
   }
-  CycleResult t = RunTurnstileCycles(o, names, o.duration);
-  CycleResult f;
-  std::string floor_error;
-  if (auto floor = Floor::Open(o, &floor_error)) {
-    f = floor->Cycles(w, clients, o.duration);
-  } else {
-    f.errors = 1;
-    f.error = floor_error;
-  }
+  CycleSamples ts, fs;
+  TurnstileCycles turnstile(o, names);
+  std::string error;
+  if (!turnstile.Connect(&error)) ts = Failed(error);
+  std::unique_ptr<Floor> floor = Floor::Open(o, &error);
+  if (floor == nullptr) fs = Failed(error);
+  const Millis slice = SliceLength(o);
+  Interleave(
+      o.slices,
+      [&](int) {
+        if (ts.errors == 0) ts.Merge(turnstile.Run(slice));
+        return ts.errors == 0;
+      },
+      [&](int) {
+        if (fs.errors == 0) fs.Merge(floor->Cycles(w, clients, slice));
+        return fs.errors == 0;
+      });
+  floor.reset();  // deletes the floor's nodes before the next workload
+  const CycleResult t = ts.Result();
+  const CycleResult f = fs.Result();
   const char* rate = w == "w1" ? "ops_per_s" : "cycles_per_s";
   PrintTable({{w == "w1" ? "ops/s (acquire+release cycles)" : "cycles/s", t.per_second, f.per_second},
               {"cycle p50 (ms)", t.cycle.p50_ms, f.cycle.p50_ms},
               {"cycle p99 (ms)", t.cycle.p99_ms, f.cycle.p99_ms}});
   std::printf("  cycles: turnstile %llu, floor %llu\n",
               static_cast<unsigned long long>(t.cycles), static_cast<unsigned long long>(f.cycles));
+  PrintSliceRates(ts, fs);
   auto side = [&](const CycleResult& r) {
     return Json()
         .Int("cycles", static_cast<int64_t>(r.cycles))
@@ -332,6 +498,8 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   j.Int("clients", clients)
       .Int("locks", clients)
       .Num("duration_s", secs)
+      .Int("slices_per_side", o.slices)
+      .Num("warmup_s", o.warmup.count() / 1000.0)
       .Obj("turnstile", side(t))
       .Obj("floor", side(f).Str("op", "create_es+getChildren+delete"))
       .Obj("ratio", Json()
@@ -353,18 +521,51 @@ bool RunW2(const BenchOptions& o) {
               "session;\n          handoff = delete issued -> getData watch fired in another "
               "session\n",
               clients);
+  PrintOrderNote(o);
+  if (o.slices > 1) {
+    std::printf("   (each floor slot runs both floor measurements, one slice each, their order "
+                "flipped every slot;\n    handoffs are paired within a slice)\n");
+  }
   std::fflush(stdout);
   std::vector<std::string> names(clients, LockName(o, "w2"));
-  CycleResult t = RunTurnstileCycles(o, names, o.duration);
-  CycleResult f, h;
-  std::string floor_error;
-  if (auto floor = Floor::Open(o, &floor_error)) {
-    f = floor->ContendedLock("w2", clients, o.duration);
-    h = floor->DeleteToWatch("w2-handoff", o.duration);
-  } else {
-    f.errors = h.errors = 1;
-    f.error = floor_error;
+  CycleSamples ts, fs, hs;
+  TurnstileCycles turnstile(o, names);
+  std::string error;
+  if (!turnstile.Connect(&error)) ts = Failed(error);
+  std::unique_ptr<Floor> floor = Floor::Open(o, &error);
+  if (floor == nullptr) {
+    fs = Failed(error);
+    hs = Failed(error);
   }
+  const Millis slice = SliceLength(o);
+  Interleave(
+      o.slices,
+      [&](int) {
+        if (ts.errors == 0) ts.Merge(turnstile.Run(slice));
+        return ts.errors == 0;
+      },
+      [&](int k) {
+        // Contended cycles, then delete -> watch; the other way round in
+        // every other slot, so neither sits nearer the start on average.
+        auto cycles = [&] {
+          if (fs.errors == 0) fs.Merge(floor->ContendedLock("w2", clients, slice));
+        };
+        auto handoffs = [&] {
+          if (hs.errors == 0) hs.Merge(floor->DeleteToWatch("w2-handoff", slice));
+        };
+        if (k % 2 == 0) {
+          cycles();
+          handoffs();
+        } else {
+          handoffs();
+          cycles();
+        }
+        return fs.errors == 0 && hs.errors == 0;
+      });
+  floor.reset();
+  const CycleResult t = ts.Result();
+  const CycleResult f = fs.Result();
+  const CycleResult h = hs.Result();
   PrintTable({{"cycles/s", t.per_second, f.per_second},
               {"handoff p50 (ms)", t.handoff.p50_ms, h.handoff.p50_ms},
               {"handoff p99 (ms)", t.handoff.p99_ms, h.handoff.p99_ms},
@@ -374,11 +575,14 @@ bool RunW2(const BenchOptions& o) {
                h.handoff.p99_ms}});
   PrintHandoffNote(t.handoff.count, t.acquired_before_released, t.handoff_signed);
   std::printf("  floor: %zu delete->watch samples\n", h.handoff.count);
+  PrintSliceRates(ts, fs);
   bool ok = true;
   Json j = JsonFor(o, "w2");
   j.Int("clients", clients)
       .Int("locks", 1)
       .Num("duration_s", secs)
+      .Int("slices_per_side", o.slices)
+      .Num("warmup_s", o.warmup.count() / 1000.0)
       .Obj("turnstile", Json()
                             .Int("cycles", static_cast<int64_t>(t.cycles))
                             .Num("cycles_per_s", t.per_second)
@@ -415,6 +619,8 @@ bool RunW2(const BenchOptions& o) {
                              Ratio(t.release_to_acquired.p99_ms, h.handoff.p99_ms)));
   std::vector<std::string> errors = {ErrorOf(t, "turnstile"), ErrorOf(f, "floor"),
                                      ErrorOf(h, "floor handoff")};
+  // Both floor measurements fail together when the floor cannot be opened.
+  if (f.errors > 0 && h.errors > 0 && f.error == h.error) errors.pop_back();
   if (t.errors == 0 && t.handoff.count == 0) errors.push_back("turnstile: no handoff measured");
   PrintJson(Finish(j, errors, &ok));
   return ok;
@@ -441,6 +647,20 @@ bool RunW4(const BenchOptions& o) {
               "mntr deltas over the drain / N\n");
   std::printf("   floor: a chain of N+1 sequential nodes, each watched (getData) by its successor; "
               "handoff = delete issued -> watch fired\n");
+  // One drain per N and side; which side drains first alternates with N
+  // (see "fair comparison" above): neither is always the one that runs on
+  // a ZooKeeper the other has just warmed.
+  std::string firsts[2];  // the sizes at which the turnstile / the floor drains first
+  for (size_t k = 0; k < o.herd_sizes.size(); ++k) {
+    firsts[k % 2] += (firsts[k % 2].empty() ? "" : ", ") + std::to_string(o.herd_sizes[k]);
+  }
+  std::printf("   one drain per N and side: turnstile first at N = %s%s%s; ", firsts[0].c_str(),
+              firsts[1].empty() ? "" : "; floor first at N = ", firsts[1].c_str());
+  if (o.warmup.count() > 0) {
+    std::printf("after a %.1f s warm-up\n", o.warmup.count() / 1000.0);
+  } else {
+    std::printf("no warm-up (--warmup 0)\n");
+  }
   std::fflush(stdout);
   bool ok = true;
   std::vector<Json> herd;
@@ -449,15 +669,28 @@ bool RunW4(const BenchOptions& o) {
     HerdResult t, f;
   };
   std::vector<Line> lines;
-  for (int n : o.herd_sizes) {
-    HerdResult t = RunTurnstileHerd(o, LockName(o, "w4-" + std::to_string(n)), n);
-    HerdResult f;
-    std::string floor_error;
-    if (auto floor = Floor::Open(o, &floor_error)) {
-      f = floor->Chain("w4-" + std::to_string(n), n);
+  for (size_t k = 0; k < o.herd_sizes.size(); ++k) {
+    const int n = o.herd_sizes[k];
+    const bool floor_first = k % 2 == 1;
+    HerdResult t, f;
+    auto run_turnstile = [&] {
+      t = RunTurnstileHerd(o, LockName(o, "w4-" + std::to_string(n)), n);
+    };
+    auto run_floor = [&] {
+      std::string floor_error;
+      if (auto floor = Floor::Open(o, &floor_error)) {
+        f = floor->Chain("w4-" + std::to_string(n), n);
+      } else {
+        f.n = n;
+        f.error = floor_error;
+      }
+    };
+    if (floor_first) {
+      run_floor();
+      run_turnstile();
     } else {
-      f.n = n;
-      f.error = floor_error;
+      run_turnstile();
+      run_floor();
     }
     // A failed side has no numbers: "-" in the table, null in the JSON.
     for (HerdResult* r : {&t, &f}) {
@@ -475,7 +708,7 @@ bool RunW4(const BenchOptions& o) {
       blank.queued_events_per_handoff = NAN;
       *r = blank;
     }
-    std::printf("\n  -- N = %d\n", n);
+    std::printf("\n  -- N = %d (%s first)\n", n, floor_first ? "floor" : "turnstile");
     PrintTable({{"handoff p50 (ms)", t.handoff.p50_ms, f.handoff.p50_ms},
                 {"handoff p99 (ms)", t.handoff.p99_ms, f.handoff.p99_ms},
                 {"release sent -> next ACQUIRED p50 (ms)", t.release_to_acquired.p50_ms,
@@ -515,6 +748,7 @@ bool RunW4(const BenchOptions& o) {
     };
     Json entry;
     entry.Int("n", n)
+        .Str("first", floor_first ? "floor" : "turnstile")
         .Obj("turnstile", side(t, true))
         .Obj("floor", side(f, false))
         .Obj("ratio", Json()
@@ -555,7 +789,7 @@ bool RunW4(const BenchOptions& o) {
                 Fmt(l.t.queued_events_per_handoff, "%.1f").c_str());
   }
   Json j = JsonFor(o, "w4");
-  j.Arr("herd", herd);
+  j.Num("warmup_s", o.warmup.count() / 1000.0).Arr("herd", herd);
   if (all_errors.empty()) {
     j.Num("ok", 1).Null("error");
   } else {
@@ -693,9 +927,17 @@ int RunBench(int argc, char** argv) {
   if (rc != 0) return rc;
   o.run_tag = std::to_string(getpid());
 
-  std::printf("turnstile bench: server %s, ZooKeeper %s (fsync %s), %.1f s per workload side%s\n",
+  // The warm-up runs once, before the first workload, if any of them
+  // compares with the floor (w5 does not).
+  const bool warm = o.warmup.count() > 0 &&
+                    std::any_of(o.workloads.begin(), o.workloads.end(),
+                                [](const std::string& w) { return w != "w5"; });
+  const std::string slices =
+      o.slices > 1 ? std::to_string(o.slices) + " interleaved slices" : "not interleaved";
+  std::printf("turnstile bench: server %s, ZooKeeper %s (fsync %s), %.1f s per workload side "
+              "(w1..w3: %s), %.1f s warm-up%s\n",
               o.server.c_str(), o.zk.c_str(), Fsync(o), o.duration.count() / 1000.0,
-              o.quick ? " (--quick)" : "");
+              slices.c_str(), warm ? o.warmup.count() / 1000.0 : 0.0, o.quick ? " (--quick)" : "");
   std::string error;
   if (!CheckServer(o, Millis(10000), &error)) {
     std::fprintf(stderr, "turnstile bench: %s\n", error.c_str());
@@ -712,6 +954,7 @@ int RunBench(int argc, char** argv) {
               version == mntr.end() ? "?" : version->second.substr(0, version->second.find(',')).c_str(),
               std::thread::hardware_concurrency());
   std::fflush(stdout);
+  if (warm) RunWarmup(o);
 
   bool ok = true;
   bool violated = false;

@@ -4,7 +4,8 @@
 //   turnstile bench [--server 127.0.0.1:7400] [--zk 127.0.0.1:2181]
 //                   [--zk-root /turnstile] [--zk-fsync on|off]
 //                   [--server-pid PID] [--workloads w1,w2,w3,w4,w5]
-//                   [--duration 5s] [--herd-sizes 10,100,1000,10000]
+//                   [--duration 5s] [--warmup 3s] [--slices 4]
+//                   [--herd-sizes 10,100,1000,10000]
 //                   [--w5-waiters 20000] [--w5-idle 5s] [--quick]
 //
 // Workloads:
@@ -26,6 +27,12 @@
 // W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
 // turnstile/floor per metric. Each workload prints a table and one line
 // "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.
+//
+// The comparison is kept fair to both sides: before the first of W1..W4,
+// both run unmeasured cycles for --warmup (ZooKeeper's JIT and the replica
+// warm up); W1..W3 measure each side in --slices slices interleaved with the
+// other side's (ABBA, ABBABAAB, ...), merged per side; W4 (one drain per N
+// and side) alternates which side drains first from one N to the next.
 //
 // W4 with N waiters needs the replica to accept N+1 contenders on one lock,
 // W5 N/2+1, N+211 streams and a watch budget for all of them: run turnstiled

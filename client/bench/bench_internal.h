@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "client/json_quote.h"
@@ -34,6 +35,13 @@ struct BenchOptions {
   int server_pid = 0;
   std::vector<std::string> workloads = {"w1", "w2", "w3", "w4", "w5"};
   Millis duration{5000};
+  // Unmeasured cycles on both sides before the first measured workload
+  // (ZooKeeper's JIT and the replica warm up; without it the first
+  // workload's turnstile side, measured first, pays for it).
+  Millis warmup{3000};
+  // W1..W3 split each side's `duration` into this many slices, run
+  // interleaved with the other side's (see SliceOrder in bench.cc).
+  int slices = 4;
   std::vector<int> herd_sizes = {10, 100, 1000, 10000};
   bool quick = false;
 
@@ -127,6 +135,29 @@ struct CycleResult {
   std::string error;  // the first one
 };
 
+// The raw samples of one measured slice of a cycle workload, or of several
+// merged: W1..W3 measure each side in slices interleaved with the other
+// side's, and a side's result is its slices merged (cycles and measured
+// time summed, samples pooled) and then summarized.
+struct CycleSamples {
+  uint64_t cycles = 0;  // completed within the measured windows
+  double seconds = 0;   // the windows, summed
+  std::vector<double> cycle_ms;
+  // Handoffs (W2; the floor's delete -> watch), paired within one slice.
+  std::vector<double> handoff_ms;         // clamped at 0
+  std::vector<double> handoff_signed_ms;  // turnstile only
+  std::vector<double> release_to_acquired_ms;
+  uint64_t acquired_before_released = 0;
+  uint64_t errors = 0;
+  std::string error;  // the first one
+  int slices = 0;     // merged so far
+  std::vector<double> slice_rates;  // cycles/s of each slice merged, in order
+
+  // Adds `slice` to these samples.
+  void Merge(CycleSamples&& slice);
+  CycleResult Result() const;
+};
+
 // One W4 drain: N waiters behind one holder (or a raw chain of N+1 nodes).
 struct HerdResult {
   int n = 0;
@@ -205,12 +236,31 @@ struct ScaleResult {
 // Checks that the replica answers (channel connects within `timeout`).
 bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error);
 
-// `clients` concurrent clients; client i loops acquire+release (hold 0) on
-// lock_names[i] for `duration`. W1: 1 client; W2: 16 on one name; W3: 32 on
-// 32 names.
-CycleResult RunTurnstileCycles(const BenchOptions& o,
-                               const std::vector<std::string>& lock_names,
-                               Millis duration);
+// `clients` concurrent clients, one channel (connection) each; client i
+// loops acquire+release (hold 0) on lock_names[i]. W1: 1 client; W2: 16 on
+// one name; W3: 32 on 32 names. The channels stay open from one Run (slice)
+// to the next, so every slice measures the same connections.
+class TurnstileCycles {
+ public:
+  TurnstileCycles(const BenchOptions& o, std::vector<std::string> lock_names);
+  ~TurnstileCycles();
+  TurnstileCycles(const TurnstileCycles&) = delete;
+  TurnstileCycles& operator=(const TurnstileCycles&) = delete;
+
+  // Connects every channel (10 s in all); false + *error if not.
+  bool Connect(std::string* error);
+  // One slice: every client starts its loop, none starts a cycle after
+  // `duration`, and Run returns once every stream of the slice has ended.
+  // With one lock name, handoffs are paired (by fencing token) among this
+  // slice's grants only: the first grant of a slice follows no release.
+  CycleSamples Run(Millis duration);
+
+  struct Conns;
+
+ private:
+  std::shared_ptr<Conns> conns_;
+  bool broken_ = false;  // a slice's streams did not end: run no more
+};
 
 // W4: one holder, N waiters queued, then drained with hold time 0.
 HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
@@ -233,17 +283,22 @@ class Floor {
   Floor(const Floor&) = delete;
   Floor& operator=(const Floor&) = delete;
 
+  // The cycle workloads measure one slice each: called again with the same
+  // tag, they reuse the parent nodes (every node of a slice is gone when it
+  // returns without errors).
+  //
   // W1/W3: `loops` concurrent create(ephemeral-sequential)+getChildren+delete
   // cycles on one session (as a replica multiplexes its clients), loop i
   // under its own parent, for `duration`.
-  CycleResult Cycles(const std::string& tag, int loops, Millis duration);
+  CycleSamples Cycles(const std::string& tag, int loops, Millis duration);
   // W2 throughput: `clients` contend for one raw lock on one session (create
   // ES, list once, watch the predecessor with getData, delete when first),
   // hold time 0.
-  CycleResult ContendedLock(const std::string& tag, int clients, Millis duration);
+  CycleSamples ContendedLock(const std::string& tag, int clients, Millis duration);
   // W2 handoff floor: one session creates a node, the other watches it with
-  // getData; latency = delete issued -> watch fired. Repeated for `duration`.
-  CycleResult DeleteToWatch(const std::string& tag, Millis duration);
+  // getData; latency = delete issued -> watch fired (handoff_ms). Repeated
+  // for `duration`.
+  CycleSamples DeleteToWatch(const std::string& tag, Millis duration);
   // W4 floor: a chain of n+1 sequential nodes on one session, each watched
   // (getData) by its successor; deleting the first, and each successor
   // deleting itself when its watch fires, gives n handoffs.
@@ -253,7 +308,10 @@ class Floor {
 
  private:
   Floor() = default;
+  // Creates the persistent node `path` unless this Floor already did.
+  bool Ensure(const std::string& path, std::string* error);
 
+  std::set<std::string> made_;
   std::unique_ptr<ZkSession> zk_;
   std::unique_ptr<ZkSession> watcher_;
   std::string root_;

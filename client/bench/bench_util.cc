@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "client/bench/bench_internal.h"
 
@@ -39,6 +40,41 @@ Latency Summarize(std::vector<double> samples) {
   l.max_ms = samples.back();
   l.min_ms = samples.front();
   return l;
+}
+
+void CycleSamples::Merge(CycleSamples&& slice) {
+  auto append = [](std::vector<double>* to, std::vector<double>* from) {
+    to->insert(to->end(), from->begin(), from->end());
+  };
+  cycles += slice.cycles;
+  seconds += slice.seconds;
+  append(&cycle_ms, &slice.cycle_ms);
+  append(&handoff_ms, &slice.handoff_ms);
+  append(&handoff_signed_ms, &slice.handoff_signed_ms);
+  append(&release_to_acquired_ms, &slice.release_to_acquired_ms);
+  acquired_before_released += slice.acquired_before_released;
+  errors += slice.errors;
+  if (error.empty()) error = std::move(slice.error);
+  slices += std::max(slice.slices, 1);
+  if (slice.slice_rates.empty() && slice.seconds > 0) {
+    slice.slice_rates.push_back(slice.cycles / slice.seconds);
+  }
+  append(&slice_rates, &slice.slice_rates);
+}
+
+CycleResult CycleSamples::Result() const {
+  CycleResult r;
+  r.cycles = cycles;
+  r.seconds = seconds;
+  r.per_second = seconds > 0 ? cycles / seconds : 0;
+  r.cycle = Summarize(cycle_ms);
+  r.handoff = Summarize(handoff_ms);
+  r.handoff_signed = Summarize(handoff_signed_ms);
+  r.release_to_acquired = Summarize(release_to_acquired_ms);
+  r.acquired_before_released = acquired_before_released;
+  r.errors = errors;
+  r.error = error;
+  return r;
 }
 
 void DrainSamples::AddLock(std::vector<Grant> grants) {

@@ -97,12 +97,20 @@ std::string DescribeFailure(const std::string& lock, const AcquireCall& c,
 
 // --- W1, W2, W3: acquire+release loops ----------------------------------------
 
-namespace {
-
-struct CycleState {
+// The channels of a TurnstileCycles, shared with each slice's state (which
+// a stuck slice leaks, calls and all: they must keep their stubs).
+struct TurnstileCycles::Conns {
+  std::string target;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::LockService::Stub>> stubs;
   std::vector<std::string> names;
+};
+
+namespace {
+
+// One slice.
+struct CycleState {
+  std::shared_ptr<const TurnstileCycles::Conns> conns;
   Clock::time_point start{}, end{}, rpc_deadline{};
   Millis wait_timeout{30000};
 
@@ -141,7 +149,9 @@ void OnCycleDone(CycleState* s, AcquireCall* c, const grpc::Status& st,
       again = !s->stop && t < s->end;
     } else {
       ++s->errors;
-      if (s->first_error.empty()) s->first_error = DescribeFailure(s->names[c->client], *c, st);
+      if (s->first_error.empty()) {
+        s->first_error = DescribeFailure(s->conns->names[c->client], *c, st);
+      }
     }
   }
   if (again) StartCycle(s, c->client);
@@ -158,10 +168,10 @@ void StartCycle(CycleState* s, int client) {
       });
   call->client = client;
   AcquireOpen open;
-  open.set_name(s->names[client]);
+  open.set_name(s->conns->names[client]);
   open.set_owner("turnstile-bench");
   open.mutable_wait_timeout()->set_seconds(s->wait_timeout.count() / 1000);
-  call->Start(s->stubs[client].get(), open, s->rpc_deadline, false);
+  call->Start(s->conns->stubs[client].get(), open, s->rpc_deadline, false);
 }
 
 }  // namespace
@@ -175,24 +185,36 @@ bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error) {
   return true;
 }
 
-CycleResult RunTurnstileCycles(const BenchOptions& o,
-                               const std::vector<std::string>& lock_names,
-                               Millis duration) {
-  CycleResult r;
-  auto s = std::make_unique<CycleState>();
-  s->names = lock_names;
-  const int clients = static_cast<int>(lock_names.size());
-  for (int i = 0; i < clients; ++i) {
-    s->channels.push_back(MakeChannel(o.server, i));
-    s->stubs.push_back(v1::LockService::NewStub(s->channels.back()));
+TurnstileCycles::TurnstileCycles(const BenchOptions& o, std::vector<std::string> lock_names)
+    : conns_(std::make_shared<Conns>()) {
+  conns_->target = o.server;
+  conns_->names = std::move(lock_names);
+  for (size_t i = 0; i < conns_->names.size(); ++i) {
+    conns_->channels.push_back(MakeChannel(o.server, static_cast<int>(i)));
+    conns_->stubs.push_back(v1::LockService::NewStub(conns_->channels.back()));
   }
-  if (!ConnectAll(s->channels, o.server, &r.error)) {
+}
+
+TurnstileCycles::~TurnstileCycles() = default;
+
+bool TurnstileCycles::Connect(std::string* error) {
+  return ConnectAll(conns_->channels, conns_->target, error);
+}
+
+CycleSamples TurnstileCycles::Run(Millis duration) {
+  CycleSamples r;
+  r.slices = 1;
+  if (broken_) {
     r.errors = 1;
+    r.error = "not run: an earlier slice's Acquire streams did not end";
     return r;
   }
-  const bool one_lock =
-      std::all_of(lock_names.begin(), lock_names.end(),
-                  [&](const std::string& n) { return n == lock_names[0]; });
+  auto s = std::make_unique<CycleState>();
+  s->conns = conns_;
+  const std::vector<std::string>& names = conns_->names;
+  const int clients = static_cast<int>(names.size());
+  const bool one_lock = std::all_of(names.begin(), names.end(),
+                                    [&](const std::string& n) { return n == names[0]; });
 
   s->start = Clock::now();
   s->end = s->start + duration;
@@ -212,8 +234,7 @@ CycleResult RunTurnstileCycles(const BenchOptions& o,
   std::unique_lock<std::mutex> l(s->mu);
   r.seconds = std::chrono::duration<double>(s->end - s->start).count();
   r.cycles = s->cycles;
-  r.per_second = r.cycles / r.seconds;
-  r.cycle = Summarize(s->cycle_ms);
+  r.cycle_ms = std::move(s->cycle_ms);
   r.errors = s->errors;
   r.error = s->first_error;
   if (!idle) {
@@ -222,28 +243,30 @@ CycleResult RunTurnstileCycles(const BenchOptions& o,
   }
   if (one_lock) {
     // Grant order is fencing-token order (FIFO by node creation). A grant
-    // to a contender that had been QUEUED is a handoff from the previous one.
+    // to a contender that had been QUEUED is a handoff from the previous
+    // one. Only this slice's grants are paired: every stream of the
+    // previous slice had ended before this one started, so its last grant
+    // is no predecessor of this slice's first.
     std::sort(s->grants.begin(), s->grants.end(),
               [](const CycleState::Grant& a, const CycleState::Grant& b) {
                 return a.token < b.token;
               });
-    std::vector<double> handoffs, signed_handoffs, from_release;
     for (size_t i = 1; i < s->grants.size(); ++i) {
       const auto& prev = s->grants[i - 1];
       const auto& cur = s->grants[i];
       if (!cur.queued || !prev.released || cur.acquired_at > s->end) continue;
       double ms = ToMs(cur.acquired_at - prev.released_at);
-      signed_handoffs.push_back(ms);
+      r.handoff_signed_ms.push_back(ms);
       if (ms < 0) ++r.acquired_before_released;
-      handoffs.push_back(ms < 0 ? 0 : ms);
-      from_release.push_back(ToMs(cur.acquired_at - prev.release_sent_at));
+      r.handoff_ms.push_back(ms < 0 ? 0 : ms);
+      r.release_to_acquired_ms.push_back(ToMs(cur.acquired_at - prev.release_sent_at));
     }
-    r.handoff = Summarize(std::move(handoffs));
-    r.handoff_signed = Summarize(std::move(signed_handoffs));
-    r.release_to_acquired = Summarize(std::move(from_release));
   }
   l.unlock();
-  if (!idle) s.release();  // calls may still reference it: leak, don't crash
+  if (!idle) {
+    broken_ = true;
+    s.release();  // calls may still reference it: leak, don't crash
+  }
   return r;
 }
 

@@ -144,8 +144,9 @@ struct LoopState {
 };
 
 // Waits for every loop to finish (they stop starting cycles at `end`).
-CycleResult Collect(const std::shared_ptr<LoopState>& s) {
-  CycleResult r;
+CycleSamples Collect(const std::shared_ptr<LoopState>& s) {
+  CycleSamples r;
+  r.slices = 1;
   std::unique_lock<std::mutex> l(s->mu);
   if (!s->cv.wait_until(l, s->end + Millis(30000), [&] { return s->active == 0; })) {
     s->stop = true;
@@ -157,8 +158,7 @@ CycleResult Collect(const std::shared_ptr<LoopState>& s) {
   }
   r.seconds = std::chrono::duration<double>(s->end - s->start).count();
   r.cycles = s->cycles;
-  r.per_second = r.cycles / r.seconds;
-  r.cycle = Summarize(s->cycle_ms);
+  r.cycle_ms = s->cycle_ms;
   r.errors = s->errors;
   r.error = s->first_error;
   return r;
@@ -320,15 +320,25 @@ Floor::~Floor() {
   if (zk_ != nullptr) zk_->Close();
 }
 
-CycleResult Floor::Cycles(const std::string& tag, int loops, Millis duration) {
-  CycleResult r;
+bool Floor::Ensure(const std::string& path, std::string* error) {
+  if (made_.count(path)) return true;
+  ZkCode c = SyncCreate(*zk_, path, CreateMode::kPersistent);
+  if (c != ZkCode::kOk) {
+    *error = CodeText("create", path, c);
+    return false;
+  }
+  made_.insert(path);
+  return true;
+}
+
+CycleSamples Floor::Cycles(const std::string& tag, int loops, Millis duration) {
+  CycleSamples r;
+  r.slices = 1;
   std::vector<std::string> parents;
   for (int i = 0; i < loops; ++i) {
     parents.push_back(root_ + "/" + tag + "-" + std::to_string(i));
-    ZkCode c = SyncCreate(*zk_, parents.back(), CreateMode::kPersistent);
-    if (c != ZkCode::kOk) {
+    if (!Ensure(parents.back(), &r.error)) {
       r.errors = 1;
-      r.error = CodeText("create", parents.back(), c);
       return r;
     }
   }
@@ -340,13 +350,12 @@ CycleResult Floor::Cycles(const std::string& tag, int loops, Millis duration) {
   return Collect(s);
 }
 
-CycleResult Floor::ContendedLock(const std::string& tag, int clients, Millis duration) {
-  CycleResult r;
+CycleSamples Floor::ContendedLock(const std::string& tag, int clients, Millis duration) {
+  CycleSamples r;
+  r.slices = 1;
   const std::string parent = root_ + "/" + tag;
-  ZkCode c = SyncCreate(*zk_, parent, CreateMode::kPersistent);
-  if (c != ZkCode::kOk) {
+  if (!Ensure(parent, &r.error)) {
     r.errors = 1;
-    r.error = CodeText("create", parent, c);
     return r;
   }
   auto s = std::make_shared<LoopState>();
@@ -363,17 +372,17 @@ CycleResult Floor::ContendedLock(const std::string& tag, int clients, Millis dur
   return Collect(s);
 }
 
-CycleResult Floor::DeleteToWatch(const std::string& tag, Millis duration) {
-  CycleResult r;
+CycleSamples Floor::DeleteToWatch(const std::string& tag, Millis duration) {
+  CycleSamples r;
+  r.slices = 1;
   const std::string parent = root_ + "/" + tag;
-  ZkCode c = SyncCreate(*zk_, parent, CreateMode::kPersistent);
-  if (c != ZkCode::kOk) {
+  if (!Ensure(parent, &r.error)) {
     r.errors = 1;
-    r.error = CodeText("create", parent, c);
     return r;
   }
+  ZkCode c;
   constexpr uint64_t kMaxSamples = 100000;
-  std::vector<double> samples;
+  std::vector<double>& samples = r.handoff_ms;
   const Clock::time_point start = Clock::now();
   const Clock::time_point end = start + duration;
   while (Clock::now() < end && samples.size() < kMaxSamples) {
@@ -419,8 +428,6 @@ CycleResult Floor::DeleteToWatch(const std::string& tag, Millis duration) {
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   r.cycles = samples.size();
-  r.per_second = r.seconds > 0 ? r.cycles / r.seconds : 0;
-  r.handoff = Summarize(std::move(samples));
   return r;
 }
 

@@ -10,7 +10,9 @@
 #   bash deploy/local/bench.sh --workloads w4 --herd-sizes 10,100,1000
 #   bash deploy/local/bench.sh --workloads w5  # only the 20,000 waiters on one replica
 #
-# Every other argument goes to turnstile-bench (`turnstile bench --help`).
+# Every other argument goes to turnstile-bench (`turnstile bench --help`),
+# e.g. --warmup 3s (unmeasured cycles on both sides first) and --slices 4
+# (W1..W3 interleave the sides ABBABAAB; --slices 1 = turnstile, then floor).
 # Needs the binaries built in build/ (bash deploy/local/build.sh, or
 # `cmake --build build --target turnstiled turnstile turnstile-bench`);
 # TURNSTILE_BUILD_DIR=/path/to/build uses another build directory.
@@ -64,8 +66,8 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 echo
 
 # Bounded: the bench stops by itself; the timeout is a last resort. The
-# full default run (W4 up to 10,000 waiters, W5 with 20,000) takes about
-# 100 s on a shared 2-core machine.
+# full default run (a 3 s warm-up, W4 up to 10,000 waiters, W5 with 20,000)
+# takes about 110 s on a shared 2-core machine.
 rc=0
 timeout --signal=TERM --kill-after=10 "${TURNSTILE_BENCH_TIMEOUT:-600}" \
   "$bin/client/bench/turnstile-bench" --server "127.0.0.1:$ts_port" --zk "127.0.0.1:$zk_port" \
