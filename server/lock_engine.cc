@@ -690,6 +690,15 @@ void LockEngine::Arm(Contender* c) {
           if (c == nullptr || c->state != State::kWaiting) return;
           c->watch_key = 0;  // fired: nothing left to remove
           if (type == WatchEventType::kDeleted) {
+            // ZooKeeper fires the watch before it answers the transaction
+            // that deleted the node: when that is this replica's local
+            // handoff, its reply (which also confirms this waiter's node)
+            // decides, a moment later.
+            Contender* blocker = FindByPath(c->lock_path + "/" + c->watching);
+            if (blocker != nullptr && blocker->state == State::kDeleting &&
+                blocker->handoff_in_flight) {
+              return;
+            }
             gone();
           } else {
             Arm(c);  // data changed (a remote KeepAlive): watch again
@@ -774,7 +783,10 @@ void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
 //   and a check of the successor's node are one transaction (LocalSuccessor,
 //   IssueDelete), so the transaction's reply confirms the grant.
 void LockEngine::Grant(Contender* c, bool confirmed) {
-  if (confirmed_path_ && *confirmed_path_ == c->path()) confirmed = true;  // LocalSuccessor
+  if (confirmed_path_ && *confirmed_path_ == c->path()) {  // LocalSuccessor
+    confirmed = true;
+    ++stats_.handoffs_in_one_transaction;
+  }
   Disarm(c);
   c->state = State::kHeld;
   c->announced = false;
@@ -993,12 +1005,14 @@ void LockEngine::IssueDelete(Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
   if (Contender* next = LocalSuccessor(c)) {
     std::string next_path = next->path();
+    c->handoff_in_flight = true;
     c->zk()->DeleteChecking(
         c->path(), next_path, [this, id, gen, next_path](ZkCode del, ZkCode check) {
           {
             std::lock_guard<std::mutex> l(mu_);
             Contender* c = Find(id, gen);
             if (c == nullptr) return;
+            c->handoff_in_flight = false;
             if (IsRetryable(del)) {
               Stall(c);
             } else if (del == ZkCode::kOk && check == ZkCode::kOk) {

@@ -167,6 +167,9 @@ struct EngineStats {
   uint64_t requeued_after_expiry = 0;
   uint64_t requeued_lost_node = 0;  // node gone before the grant was announced
   uint64_t recovered_creates = 0;  // found their own node after a lost reply
+  // Local handoffs granted from the reply of the holder's delete-and-check
+  // transaction (no confirming read; see LockEngine::LocalSuccessor).
+  uint64_t handoffs_in_one_transaction = 0;
   size_t contenders = 0;           // local contenders with any state
   size_t holders = 0;
 };

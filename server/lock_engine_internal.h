@@ -67,6 +67,7 @@ struct LockEngine::Contender {
   std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
   int create_attempts = 0;
   bool plain_delete = false;  // the local-handoff transaction failed: delete alone
+  bool handoff_in_flight = false;  // the local-handoff transaction is in flight
   size_t path_bytes = 0;  // counted in slot->watched_path_bytes
 
   std::string node;  // own node name, once known

@@ -101,6 +101,7 @@ TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {
   // One release: one watch fires (server side), no getChildren anywhere,
   // and the next waiter needs exactly one read (its own-node watch).
   Calls before = Calls::Of(r1_->zk());
+  const uint64_t in_one = r1_->engine().stats().handoffs_in_one_transaction;
   int64_t deleted_watch_sum = MntrValue("zk_sum_node_deleted_watch_count");
   int64_t changed_watch_sum = MntrValue("zk_sum_node_changed_watch_count");
   holder->SendRelease();
@@ -117,6 +118,9 @@ TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {
   EXPECT_EQ(after[ZkOp::kDelete] - before[ZkOp::kDelete], 0u);
   EXPECT_EQ(after[ZkOp::kMulti] - before[ZkOp::kMulti], 1u);
   EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], 1u);
+  // Granted from the transaction's reply, not from the (earlier) watch
+  // event followed by a confirming read.
+  EXPECT_EQ(r1_->engine().stats().handoffs_in_one_transaction, in_one + 1);
   EXPECT_EQ(after[ZkOp::kSetData] - before[ZkOp::kSetData], 0u);
   EXPECT_EQ(MntrValue("zk_sum_node_deleted_watch_count") - deleted_watch_sum, 1);
   EXPECT_EQ(MntrValue("zk_sum_node_changed_watch_count") - changed_watch_sum, 0);
