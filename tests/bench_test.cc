@@ -3,9 +3,13 @@
 // with positive numbers, turnstile/floor ratios, and W4's herd-freedom
 // (about one watch notification per handoff, for every queue length), and
 // compares fairly (a warm-up first, W1..W3's sides interleaved in slices,
-// W4's first side alternating with N). W5 at a small size passes its
-// correctness checks (each waiter granted once, in order, no node left) and
-// costs ZooKeeper exactly one watch per waiter.
+// W4's first side alternating with N). W5 at a small size, on a pool of
+// ZooKeeper sessions, survives a ZooKeeper restart while all wait (the
+// bench's --w5-restart-zk: same sessions, every watch back, no hold lost),
+// passes its correctness checks (each waiter granted once, in order, no
+// node left) and costs ZooKeeper exactly one watch per waiter.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -18,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -371,30 +376,61 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
 
 // W5 at a tenth of its default size against the real ZooKeeper: 2,000
 // waiters (1,000 on one lock, 1,000 over 100 locks) plus 10 reference locks
-// with 10 waiters, every lock first taken by one holder. The bench's own
-// checks must pass (exit 0: each contender granted exactly once, fencing
-// tokens rising in grant order per lock, no grant before the previous
-// holder's release, no contender node left), and ZooKeeper must hold exactly
-// one watch per waiter while all wait. Performance numbers are printed, not
-// asserted.
-TEST(BenchTest, ScaleRunGrantsEveryWaiterOnceInOrderWithOneWatchEach) {
-  ZkServer& zk = SharedZkServer();
-  ASSERT_TRUE(zk.running());
+// with 10 waiters, every lock first taken by one holder, on a replica
+// configured as deploy/local/bench.sh's (a pool of 4 ZooKeeper sessions,
+// 900 KiB of watches each, a 30 s session timeout). While all wait, the
+// bench restarts ZooKeeper (--w5-restart-zk: its command asks this test,
+// which owns the server, to restart it) and checks the reconnection: the
+// same sessions own the contender nodes, every watch is back, every holder
+// SUSPENDED is RESUMED and none LOST, no waiter is told anything but
+// QUEUED. Then the bench's own checks must pass (exit 0: each contender
+// granted exactly once, fencing tokens rising in grant order per lock, no
+// grant before the previous holder's release, no contender node left), and
+// ZooKeeper must hold exactly one watch per waiter while all wait.
+// Performance numbers are printed, not asserted.
+TEST(BenchTest, ScaleRunSurvivesAZooKeeperRestartAndGrantsEveryWaiterOnceInOrder) {
+  // A server of its own: this test restarts it.
+  auto server = ZkServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  ZkServer& zk = **server;
   const std::string root = UniqueRoot("bench-w5");
   ReplicaConfig config = TestConfig(zk.ConnectString(), root);
   // The big lock: 1,000 waiters + its holder.
   config.max_contenders_per_lock = 2001;
+  config.zk_sessions = 4;
+  config.max_watch_bytes = 900 * 1024;
+  config.zk_session_timeout = milliseconds(30000);
   std::unique_ptr<Replica> replica = StartReplica(config);
   ASSERT_TRUE(replica);
 
+  // The restart command: waits (up to 60 s) for the line this test writes
+  // into a FIFO once it has restarted the server. The test holds the FIFO
+  // open for reading and writing, so neither side's open blocks and the line
+  // waits in the pipe if it comes first.
+  const std::string fifo = zk.dir() + "/restart.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << fifo;
+  const int fifo_fd = open(fifo.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fifo_fd, 0) << fifo;
+  const std::string command = "test \"$(timeout 60 head -n 1 '" + fifo + "')\" = restarted";
+  std::optional<absl::Status> restarted;
+  auto restart = [&](const std::string& line) {
+    if (restarted || line.rfind("  .. restarting ZooKeeper while all wait", 0) != 0) return;
+    restarted = zk.Restart();
+    const std::string reply = restarted->ok() ? "restarted\n" : "failed\n";
+    EXPECT_EQ(write(fifo_fd, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+  };
+
   // The replica runs in this process: its RSS and CPU are this process's.
   BenchRun run = RunBench({"--workloads", "w5", "--w5-waiters", "2000", "--w5-idle", "1s",
-                           "--server", replica->address(), "--zk", zk.ConnectString(),
-                           "--zk-root", root, "--zk-fsync", "off", "--server-pid",
-                           std::to_string(getpid())},
-                          std::chrono::seconds(150));
+                           "--w5-restart-zk", command, "--server", replica->address(), "--zk",
+                           zk.ConnectString(), "--zk-root", root, "--zk-fsync", "off",
+                           "--server-pid", std::to_string(getpid())},
+                          std::chrono::seconds(150), /*expect_ok=*/true, restart);
+  close(fifo_fd);
   const std::string& output = run.output;
   std::cout << output;
+  ASSERT_TRUE(restarted.has_value()) << "the bench never ran its restart command:\n" << output;
+  ASSERT_TRUE(restarted->ok()) << *restarted << "\n" << zk.LogTail();
   ASSERT_TRUE(run.code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
   ASSERT_EQ(*run.code, 0) << "exit 3 is a failed correctness check:\n" << output;
   ASSERT_EQ(run.json_lines, 1u) << output;
@@ -425,9 +461,46 @@ TEST(BenchTest, ScaleRunGrantsEveryWaiterOnceInOrderWithOneWatchEach) {
 
   // One watch per waiter: each waits on exactly the node ahead of it. A
   // holder watches its own node, which is the node its first waiter
-  // watches: on one session that is one ZooKeeper watch, so the count is
-  // the number of waiters, not of contenders.
+  // watches: one lock lives on one session of the pool, so that is one
+  // ZooKeeper watch, and the count is the number of waiters, not of
+  // contenders.
   EXPECT_EQ(j["zk_watch_delta"].number, waiters) << output;
+
+  // The restart, as the bench saw it: the replica came back on the same 4
+  // sessions (each owning the same contender nodes: none expired), every
+  // watch was re-established, every hold suspended and resumed, none lost,
+  // and the waiters heard nothing but QUEUED.
+  const JsonValue& x = j["zk_restart"];
+  ASSERT_EQ(x.kind, JsonValue::kObject) << output;
+  EXPECT_EQ(x["command"].str, command);
+  EXPECT_EQ(x["exit_status"].number, 0);
+  EXPECT_EQ(x["checked"].number, 1);
+  EXPECT_EQ(x["watches_before"].number, j["zk_watch_count"].number);
+  EXPECT_EQ(x["watches_after"].number, x["watches_before"].number) << output;
+  ExpectPositive(x, "w5.zk_restart", "command_s");
+  // It was restarted: up for less than the time since the command began.
+  ExpectPositive(x, "w5.zk_restart", "zk_uptime_s");
+  EXPECT_LT(x["zk_uptime_s"].number, x["watches_back_s"].number + 1);
+  ExpectPositive(x, "w5.zk_restart", "watches_back_s");
+  ExpectPositive(x, "w5.zk_restart", "watches_back_after_up_s", /*allow_zero=*/true);
+  EXPECT_NEAR(x["watches_back_s"].number,
+              x["command_s"].number + x["watches_back_after_up_s"].number, 0.01);
+  EXPECT_LT(x["watches_back_s"].number, 30) << "not within the session timeout";
+  EXPECT_EQ(x["sessions_before"].number, 4);
+  EXPECT_EQ(x["sessions_after"].number, 4);
+  EXPECT_EQ(x["sessions_same"].number, 1);
+  EXPECT_EQ(x["nodes_before"].number, waiters + holders);
+  EXPECT_EQ(x["nodes_after"].number, waiters + holders);
+  EXPECT_EQ(x["holders_suspended"].number, holders);
+  EXPECT_EQ(x["holders_resumed"].number, holders);
+  EXPECT_EQ(x["holders_lost"].number, 0);
+  EXPECT_EQ(x["waiters_other_events"].number, 0);
+  EXPECT_NE(output.find("across the ZooKeeper restart the same sessions, every watch back, no "
+                        "hold lost, waiters told only QUEUED"),
+            std::string::npos)
+      << output;
+  // The replica agrees: no session of its pool expired.
+  EXPECT_EQ(replica->engine().stats().requeued_after_expiry, 0u);
 
   // Measured (values are machine-dependent: only their presence is checked).
   for (const char* key : {"queue_s", "rss_waiting_mb", "idle_s"}) {

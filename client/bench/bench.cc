@@ -52,6 +52,10 @@ constexpr char kUsage[] =
     "  --herd-sizes LIST   W4 queue lengths (default 10,100,1000,10000)\n"
     "  --w5-waiters N      W5 waiting streams (default 20000; 2..100000)\n"
     "  --w5-idle D         W5 window for the idle CPU reading (default 5s)\n"
+    "  --w5-restart-zk CMD a shell command (sh -c) that restarts the replica's\n"
+    "                      ZooKeeper on the same address and data dir and returns\n"
+    "                      once it serves; W5 runs it while all waiters wait and\n"
+    "                      checks the replica's reconnection (default: none)\n"
     "  --quick             1s per workload, a 500ms warm-up, herd sizes 10,50,\n"
     "                      W5 with 2000 waiters and a 1s idle window (for tests)\n"
     "\n"
@@ -72,15 +76,26 @@ constexpr char kUsage[] =
     "      the reference locks'. Checks (always): one node per contender while\n"
     "      all wait, each contender granted once, in fencing-token order per\n"
     "      lock, no grant before the previous holder's release, no node left\n"
-    "      under the lock nodes after the drain.\n"
+    "      under the lock nodes after the drain. With --w5-restart-zk, ZooKeeper\n"
+    "      is restarted while all wait (after the idle reading), and checked:\n"
+    "      ZooKeeper's uptime shows it restarted; the same ZooKeeper sessions\n"
+    "      own the contender nodes after it (none expired: `dump`);\n"
+    "      zk_watch_count returns to its value before within 60 s of ZooKeeper\n"
+    "      serving again (the time is reported); every holder SUSPENDED is\n"
+    "      RESUMED, none LOST; no waiter is told anything but QUEUED. Then the\n"
+    "      drain and its checks as above.\n"
     "\n"
     "W4 needs N+1 contenders on one lock and W5 N/2+1: run turnstiled with\n"
     "--max-contenders-per-lock above both (e.g. 20001), --max-streams above\n"
-    "W5's streams (N + 211) and --max-watch-bytes for every contender of W5\n"
-    "(about 70 bytes each; deploy/local/bench.sh does all of this).\n"
+    "W5's streams (N + 211) and a watch budget for every contender of W5 (about\n"
+    "70 bytes each; --max-watch-bytes is per ZooKeeper session, one lock's\n"
+    "contenders share one session: --zk-sessions 4 --max-watch-bytes 921600 for\n"
+    "the defaults). A ZooKeeper restart needs a session timeout that outlasts\n"
+    "it (e.g. --zk-session-timeout 30s). deploy/local/bench.sh does all of this.\n"
     "\n"
     "Exit codes: 0 every workload ran and passed its checks; 1 a workload\n"
-    "failed to run; 2 usage; 3 a W5 correctness check failed.\n";
+    "failed to run; 2 usage; 3 a W5 correctness check (the restart's included)\n"
+    "failed.\n";
 
 // A comma-separated list of integers in lo..hi.
 bool ParseIntList(const std::string& text, std::vector<int>* out, long lo, long hi) {
@@ -140,7 +155,8 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     static const char* const kValued[] = {"server",     "zk",         "zk-root",
                                           "zk-fsync",   "server-pid", "workloads",
                                           "duration",   "herd-sizes", "w5-waiters",
-                                          "w5-idle",    "warmup",     "slices"};
+                                          "w5-idle",    "warmup",     "slices",
+                                          "w5-restart-zk"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
       return 2;
@@ -193,6 +209,9 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
         return refuse("must be 100ms..10m");
       }
       w5_idle_set = true;
+    } else if (name == "w5-restart-zk") {
+      if (value.empty()) return refuse("must be a shell command");
+      o->w5_restart_zk = value;
     } else if (name == "workloads") {
       if (!ParseWorkloads(value, &o->workloads)) return refuse("is not a list of w1,w2,w3,w4,w5");
     } else if (name == "duration") {
@@ -801,15 +820,83 @@ bool RunW4(const BenchOptions& o) {
 }
 
 
+// W5's ZooKeeper restart, for BENCH_JSON.
+Json RestartJson(const ScaleRestart& x) {
+  return Json()
+      .Str("command", x.command)
+      .Int("exit_status", x.exit_status)
+      .Num("command_s", x.command_seconds)
+      .Num("zk_uptime_s", x.zk_uptime_seconds)
+      .Num("watches_before", x.watches_before)
+      .Num("watches_after", x.watches_after)
+      .Num("watches_back_s", x.watches_back_seconds)
+      .Num("watches_back_after_up_s", x.watches_back_after_up_seconds)
+      .Int("sessions_before", x.sessions_before)
+      .Int("sessions_after", x.sessions_after)
+      .Int("sessions_same", x.sessions_same ? 1 : 0)
+      .Int("nodes_before", x.nodes_before)
+      .Int("nodes_after", x.nodes_after)
+      .Int("holders_suspended", x.holders_suspended)
+      .Int("holders_resumed", x.holders_resumed)
+      .Int("holders_lost", x.holders_lost)
+      .Int("waiters_other_events", x.waiters_other_events)
+      .Int("checked", x.checked ? 1 : 0);
+}
+
+void PrintRestart(const ScaleRestart& x, int holders) {
+  auto row = [](const char* metric, const std::string& value, const char* target) {
+    std::printf("  %-48s %16s   %s\n", metric, value.c_str(), target);
+  };
+  std::printf("\n");
+  row("ZooKeeper restart while all wait", "value", "target");
+  row("restart command (s)", Fmt(x.command_seconds, "%.2f"), "");
+  row("ZooKeeper's uptime when read after it (s)", Fmt(x.zk_uptime_seconds, "%.2f"),
+      "< the time since the restart began");
+  row("all watches back, from the restart's start (s)", Fmt(x.watches_back_seconds, "%.2f"),
+      "within the session timeout");
+  row("  from ZooKeeper serving again (s)", Fmt(x.watches_back_after_up_seconds, "%.2f"), "");
+  row("zk_watch_count before -> after",
+      Fmt(x.watches_before, "%.0f") + " -> " + Fmt(x.watches_after, "%.0f"), "equal");
+  if (!x.checked) {  // the run stopped before the checks
+    row("sessions owning W5's nodes before", std::to_string(x.sessions_before), "");
+    return;
+  }
+  row("sessions owning W5's nodes before / after",
+      std::to_string(x.sessions_before) + " / " + std::to_string(x.sessions_after) +
+          (x.sessions_same ? ", same" : ", CHANGED"),
+      "same (no expiry)");
+  row("holders SUSPENDED / RESUMED / LOST",
+      std::to_string(x.holders_suspended) + " / " + std::to_string(x.holders_resumed) + " / " +
+          std::to_string(x.holders_lost),
+      ("LOST 0 (" + std::to_string(holders) + " holders)").c_str());
+  row("waiters told anything but QUEUED", std::to_string(x.waiters_other_events), "0");
+}
+
+// Prints W5's violations and completes its JSON line with them; W5 then
+// exits 3.
+int ReportViolations(const ScaleResult& r, Json j, const std::string& run_error) {
+  for (const std::string& v : r.violations) std::printf("  VIOLATION: %s\n", v.c_str());
+  if (r.violation_count > r.violations.size()) {
+    std::printf("  VIOLATION: ... %llu in all\n",
+                static_cast<unsigned long long>(r.violation_count));
+  }
+  std::string error = std::to_string(r.violation_count) +
+                      " correctness violation(s); the first: " + r.violations.front();
+  if (!run_error.empty()) error += "; and the run stopped: " + run_error;
+  PrintJson(j.Num("ok", 0).Str("error", error));
+  return 3;
+}
+
 // W5's result: 0 ran and passed its checks, 1 did not run through, 3 a
 // correctness check failed.
 int RunW5(const BenchOptions& o) {
   std::printf("\n== W5 scale: %d Acquire streams waiting on one replica over %d channels; "
               "ZooKeeper fsync %s\n",
               o.w5_waiters, o.w5_channels, Fsync(o));
-  std::printf("   every lock first taken by one holder; measured while all wait, then drained "
-              "(hold 0):\n   reference locks one by one, then the big lock, then the spread "
-              "locks at once\n");
+  std::printf("   every lock first taken by one holder; measured while all wait, %sthen "
+              "drained (hold 0):\n   reference locks one by one, then the big lock, then the "
+              "spread locks at once\n",
+              o.w5_restart_zk.empty() ? "" : "ZooKeeper restarted, ");
   std::fflush(stdout);
   const ScaleResult r = RunTurnstileScale(o, LockName(o, "w5"));
   std::printf("  %d waiters: %d on one lock, %d over %d locks, %d reference locks x %d; "
@@ -826,8 +913,17 @@ int RunW5(const BenchOptions& o) {
       .Int("holders", r.holders)
       .Int("channels", o.w5_channels)
       .Num("queue_s", r.queue_seconds);
+  if (r.restart) {
+    j.Obj("zk_restart", RestartJson(*r.restart));
+  } else {
+    j.Null("zk_restart");
+  }
   if (!r.error.empty()) {
+    if (r.restart) PrintRestart(*r.restart, r.holders);
     std::printf("  ERROR: %s\n", r.error.c_str());
+    // A run stopped by what a check flagged (e.g. a holder LOST across the
+    // restart ends its stream) is a failed check.
+    if (r.violation_count > 0) return ReportViolations(r, j, r.error);
     PrintJson(j.Num("ok", 0).Str("error", r.error));
     return 1;
   }
@@ -846,6 +942,7 @@ int RunW5(const BenchOptions& o) {
   std::printf("  %-48s %12s   = waiters (%d)\n", "ZooKeeper watches added (zk_watch_count)",
               Fmt(r.watch_delta, "%.0f").c_str(), r.waiters);
   if (o.server_pid <= 0) std::printf("  (no --server-pid: RSS and CPU not measured)\n");
+  if (r.restart) PrintRestart(*r.restart, r.holders);
 
   const HerdResult& b = r.big;
   const HerdResult& c = r.control;
@@ -897,22 +994,17 @@ int RunW5(const BenchOptions& o) {
                          .Int("violations", static_cast<int64_t>(r.violation_count)));
 
   if (r.violation_count == 0) {
-    std::printf("  checks: one node per contender while all wait; %llu grants, each contender "
+    std::printf("  checks: one node per contender while all wait; %s%llu grants, each contender "
                 "granted once, in fencing-token order per lock, none before the previous holder's "
                 "release; %d lock nodes empty after the drain\n",
+                r.restart ? "across the ZooKeeper restart the same sessions, every watch back, "
+                            "no hold lost, waiters told only QUEUED; "
+                          : "",
                 static_cast<unsigned long long>(r.grants_checked), r.lock_nodes_checked);
     PrintJson(j.Num("ok", 1).Null("error"));
     return 0;
   }
-  for (const std::string& v : r.violations) std::printf("  VIOLATION: %s\n", v.c_str());
-  if (r.violation_count > r.violations.size()) {
-    std::printf("  VIOLATION: ... %llu in all\n",
-                static_cast<unsigned long long>(r.violation_count));
-  }
-  const std::string error = std::to_string(r.violation_count) +
-                            " correctness violation(s); the first: " + r.violations.front();
-  PrintJson(j.Num("ok", 0).Str("error", error));
-  return 3;
+  return ReportViolations(r, j, "");
 }
 
 }  // namespace

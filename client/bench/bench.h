@@ -6,7 +6,8 @@
 //                   [--server-pid PID] [--workloads w1,w2,w3,w4,w5]
 //                   [--duration 5s] [--warmup 3s] [--slices 4]
 //                   [--herd-sizes 10,100,1000,10000]
-//                   [--w5-waiters 20000] [--w5-idle 5s] [--quick]
+//                   [--w5-waiters 20000] [--w5-idle 5s]
+//                   [--w5-restart-zk CMD] [--quick]
 //
 // Workloads:
 //   w1  uncontended: 1 client, 1 lock, acquire+release cycles.
@@ -24,6 +25,13 @@
 //       node per contender while all wait, each contender granted once, in
 //       fencing-token order per lock, never before the previous holder's
 //       release, and no node left under the lock nodes after the drain.
+//       With --w5-restart-zk CMD, CMD (a shell command that restarts
+//       ZooKeeper on the same address and data) runs while all wait; then
+//       the same ZooKeeper sessions must own the contender nodes (none
+//       expired), zk_watch_count must return to its value before the
+//       restart (every watch re-established; the time is reported), holders
+//       may be SUSPENDED and RESUMED but not LOST, and waiters are told
+//       nothing but QUEUED.
 // W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
 // turnstile/floor per metric. Each workload prints a table and one line
 // "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.
@@ -35,9 +43,12 @@
 // and side) alternates which side drains first from one N to the next.
 //
 // W4 with N waiters needs the replica to accept N+1 contenders on one lock,
-// W5 N/2+1, N+211 streams and a watch budget for all of them: run turnstiled
-// with --max-contenders-per-lock 20001, --max-streams 25000 and
-// --max-watch-bytes 2097152 for the defaults (deploy/local/bench.sh does).
+// W5 N/2+1, N+211 streams and a watch budget for all of them, which is per
+// ZooKeeper session (one lock's contenders share one): run turnstiled with
+// --max-contenders-per-lock 20001, --max-streams 25000, --zk-sessions 4 and
+// --max-watch-bytes 921600 for the defaults, and for --w5-restart-zk a
+// session timeout that outlasts the restart (--zk-session-timeout 30s);
+// deploy/local/bench.sh does.
 //
 // Exit codes: 0 every workload ran and passed its checks; 1 a workload
 // failed to run (the table and JSON say which; the others still run); 2

@@ -60,6 +60,12 @@ struct BenchOptions {
   // in the same run, against which the big lock's handoffs are compared.
   int w5_control_locks = 10;
   int w5_control_waiters = 10;
+  // W5: a shell command (run with sh -c) that restarts the replica's
+  // ZooKeeper on the same address and data dir and returns once it serves
+  // again; run while all waiters wait, after the idle measurement. "" = no
+  // restart. The bench then checks that nothing was lost and that every
+  // watch came back (see ScaleRestart).
+  std::string w5_restart_zk;
   // Unique per run: lock names and the floor's znode root carry it.
   std::string run_tag;
 };
@@ -204,6 +210,42 @@ class DrainSamples {
   Clock::time_point first_{}, last_{};
 };
 
+// W5's ZooKeeper restart (--w5-restart-zk) while all waiters wait: the
+// replica must come back on the same sessions (none expired), so that every
+// waiter keeps its place and its watch.
+struct ScaleRestart {
+  std::string command;
+  int exit_status = -1;             // of `command` (sh -c); 0 = restarted
+  double command_seconds = NAN;     // the command, start to end
+  // mntr zk_uptime at the first reading after the command: under the time
+  // since the command began, or ZooKeeper was not restarted.
+  double zk_uptime_seconds = NAN;
+  double watches_before = NAN;      // mntr zk_watch_count just before
+  double watches_after = NAN;       // ... once back (or at the deadline)
+  // From the command's start (and from its end: ZooKeeper serving again)
+  // until zk_watch_count was back at watches_before; NAN if it never was.
+  double watches_back_seconds = NAN;
+  double watches_back_after_up_seconds = NAN;
+  // ZooKeeper sessions owning the contender nodes of W5's locks (`dump`),
+  // before and after: the same sessions with the same number of nodes each
+  // means no session of the replica's pool expired.
+  int sessions_before = 0;
+  int sessions_after = 0;
+  bool sessions_same = false;
+  int64_t nodes_before = 0;  // contender nodes they own
+  int64_t nodes_after = 0;
+  // Events the holders got (SUSPENDED and RESUMED are expected: every
+  // session of the pool was disconnected; LOST is a violation), and waiters
+  // told anything but QUEUED before the drain (a violation).
+  int holders_suspended = 0;
+  int holders_resumed = 0;
+  int holders_lost = 0;
+  int waiters_other_events = 0;
+  // Every check above ran (false: the run stopped first, e.g. the command
+  // failed; the values after it are not measured).
+  bool checked = false;
+};
+
 // W5: many waiters on one replica at once, then drained.
 struct ScaleResult {
   int big_waiters = 0;       // on the one big lock
@@ -220,6 +262,7 @@ struct ScaleResult {
   double cpu_idle_percent = NAN;  // of one core, while all wait
   double watch_count = NAN;       // mntr zk_watch_count while all wait
   double watch_delta = NAN;       // ... minus its value before the run
+  std::optional<ScaleRestart> restart;  // with --w5-restart-zk
   HerdResult big, control, spread;
   uint64_t grants_checked = 0;
   int lock_nodes_checked = 0;
