@@ -1,7 +1,7 @@
 #include "server/lock_service.h"
 
 #include <atomic>
-#include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -122,6 +122,7 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   void OnWriteDone(bool ok) override {
     std::unique_lock<std::mutex> l(mu_);
     writing_ = false;
+    current_.Clear();  // a waiter may keep its stream for hours: drop the sent payload
     if (!ok) queue_.clear();  // the stream broke; OnDone follows
     PumpLocked(l);
   }
@@ -164,7 +165,9 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   }
 
   std::mutex mu_;
-  std::deque<Resp> queue_;             // GUARDED_BY(mu_)
+  // A list, not a deque: an empty std::deque still holds a ~0.5 KB block,
+  // and a waiting stream's queue is almost always empty.
+  std::list<Resp> queue_;              // GUARDED_BY(mu_)
   Resp current_;                       // GUARDED_BY(mu_) while !writing_
   bool writing_ = false;               // GUARDED_BY(mu_)
   bool hold_last_ = false;             // GUARDED_BY(mu_) see Send
@@ -210,6 +213,7 @@ class AcquireReactor final
         return;
       }
       id_ = *id;
+      req_.Clear();  // the engine copied the open: do not keep it for the stream's life
     } else if (req_.has_open()) {
       // Protocol error on an open stream: end the contender and say so.
       svc_->engine()->Abandon(id_.load());

@@ -91,6 +91,9 @@ class Replica {
  private:
   Replica() = default;
   void Stop();
+  // Every 5 s on the timer thread: hands the heap that a burst of streams
+  // left behind back to the system once many of them have ended.
+  void ScheduleHeapTrim();
 
   ReplicaConfig config_;
   int port_ = 0;
@@ -100,6 +103,7 @@ class Replica {
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;
+  size_t trim_peak_streams_ = 0;  // timer thread only
   // Last: destroyed first, so no scrape reads a dying engine.
   std::unique_ptr<Metrics> metrics_;
 };
