@@ -63,7 +63,9 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
       auto* a = out.mutable_acquired();
       a->set_lease_id(e.lease_id);
       a->set_fencing_token(e.fencing_token);
-      SetDuration(e.valid_for, a->mutable_valid_for());
+      // Unset without a ttl (the proto: the hold lasts while the stream is
+      // open); a 0 s duration would tell a client to stop at once.
+      if (e.valid_for > Millis(0)) SetDuration(e.valid_for, a->mutable_valid_for());
       SetDuration(e.session_timeout, a->mutable_session_timeout());
       break;
     }

@@ -265,6 +265,29 @@ grpc::Status KeepAliveOnce(v1::LockService::Stub* stub, const std::vector<std::s
 }
 
 // Must-show 6: TTL leases are revoked unless kept alive (from any replica).
+// Issue 11: ACQUIRED's valid_for is unset for a hold without ttl (the proto
+// says so; 0 s would tell a client that honours it to stop at once) and is
+// the ttl for a lease.
+TEST_F(LockServiceTest, AcquiredValidForIsUnsetWithoutTtlAndTheTtlWithOne) {
+  {
+    AcquireStream plain(s1_.get(), OpenMsg("valid-for", milliseconds(10000)));
+    auto acq = plain.Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(acq);
+    EXPECT_FALSE(acq->acquired().has_valid_for()) << acq->ShortDebugString();
+    EXPECT_TRUE(acq->acquired().has_session_timeout());
+    plain.SendRelease();
+    ASSERT_TRUE(plain.Await(AcquireEvent::RELEASED));
+  }
+  AcquireStream leased(s1_.get(), OpenMsg("valid-for", milliseconds(10000), "", milliseconds(1500)));
+  auto acq = leased.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  ASSERT_TRUE(acq->acquired().has_valid_for());
+  EXPECT_EQ(acq->acquired().valid_for().seconds(), 1);
+  EXPECT_EQ(acq->acquired().valid_for().nanos(), 500000000);
+  leased.SendRelease();
+  ASSERT_TRUE(leased.Await(AcquireEvent::RELEASED));
+}
+
 TEST_F(LockServiceTest, LeaseTtlRevokedUnlessKeptAliveThroughOtherReplica) {
   // Kept alive through replica 2 for 4x its ttl: still held.
   std::string lease;
