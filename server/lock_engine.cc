@@ -328,6 +328,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // The lock's container node is missing (never made, or reaped while
     // empty): make it, then create again.
     if (++c->create_attempts > 5) {
+      c->state = State::kPendingCreate;  // no node, nothing in flight: forgotten
       FailWait(c, absl::UnavailableError(absl::StrCat(
                       "cannot create the lock node for \"", c->params.name, "\"")));
       return;
@@ -345,6 +346,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                       c->state = State::kPendingCreate;
                       Stall(c);
                     } else if (!IsSessionGone(code)) {
+                      c->state = State::kPendingCreate;  // no node: forgotten
                       FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path, code));
                     }
                   }
@@ -361,6 +363,10 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   }
   if (IsSessionGone(code)) return;  // the expiry handler re-queues it
   if (code != ZkCode::kOk) {
+    // Failed for good (NO_AUTH, ...): no node and no create in flight, so
+    // the contender is forgotten at once, not left in the tables (and the
+    // per-lock limit and watch budget) until the session ends.
+    c->state = State::kPendingCreate;
     FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path, code));
     return;
   }

@@ -385,6 +385,35 @@ TEST_F(FaultsTest, LostCreateReplyFindsOwnNodeAndNeverCreatesASecond) {
   EXPECT_TRUE(ContendersBecome("lost-reply", 0));
 }
 
+// Issue 11: a create whose reply was lost, found again by its uid when the
+// lock is already full, fails the wait with RESOURCE_EXHAUSTED and deletes
+// the adopted node (else everyone behind it waits until the session ends).
+TEST_F(FaultsTest, LostCreateReplyOverTheLimitDeletesTheAdoptedNode) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.max_contenders_per_lock = 1;
+  auto r = StartReplica(cfg, std::move(faulty));
+  auto other = StartReplica(TestConfig(connect_, root_));
+  auto stub = NewStub(r->address());
+  auto other_stub = NewStub(other->address());
+  AcquireStream holder(other_stub.get(), OpenMsg("full", milliseconds(20000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+
+  fs->LoseNextCreateReply();
+  AcquireStream w(stub.get(), OpenMsg("full", milliseconds(20000)));
+  auto end = w.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << end->error_message();
+  EXPECT_FALSE(fs->created_but_lost_.empty());
+  EXPECT_EQ(r->engine().stats().recovered_creates, 1u);
+  EXPECT_TRUE(ContendersBecome("full", 1)) << "the adopted node was left behind";
+  EXPECT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 0; }, milliseconds(10000)));
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+}
+
 // SPEC §8: the create's reply can arrive after the caller gave up.
 TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
   UseServer(SharedZkServer().ConnectString());

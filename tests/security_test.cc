@@ -167,13 +167,21 @@ TEST_F(SecurityTest, ZooKeeperAuthMakesNodesCreatorOnly) {
   // A replica with other credentials cannot take part; nothing held moves.
   ReplicaConfig other = cfg;
   other.zk_auth_file = dir_ + "/mallory.auth";
+  other.max_contenders_per_lock = 2;
   auto r3 = StartReplica(other);
   ASSERT_TRUE(r3);
   auto s3 = NewStub(r3->address());
-  AcquireStream intruder(s3.get(), OpenMsg("acl", milliseconds(3000)));
-  auto end = intruder.AwaitEnd();
-  ASSERT_TRUE(end);
-  EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED) << end->error_message();
+  // Refused each time, and a refused contender leaves nothing in the
+  // replica's tables: repeated refusals never fill the per-lock limit (2
+  // here) or the watch budget (issue 11).
+  for (int i = 0; i < 3; ++i) {
+    AcquireStream intruder(s3.get(), OpenMsg("acl", milliseconds(3000)));
+    auto end = intruder.AwaitEnd();
+    ASSERT_TRUE(end);
+    EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED) << i << ": " << end->error_message();
+    EXPECT_TRUE(WaitFor([&] { return r3->engine().stats().contenders == 0; }, milliseconds(5000)))
+        << "the refused contender stayed in the engine's tables";
+  }
   EXPECT_FALSE(holder.Next(milliseconds(0)).has_value());
 
   holder.SendRelease();
