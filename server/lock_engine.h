@@ -260,6 +260,7 @@ class LockEngine {
   void OnConnected(SessionSlot* slot);
   void OnDisconnected(SessionSlot* slot);
   void OnExpired(SessionSlot* slot);
+  void ConfirmResume(Contender* c);
   void Bootstrap(SessionSlot* slot);
   void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths);
   void Heartbeat(SessionSlot* slot);

@@ -93,13 +93,11 @@ void LockEngine::OnConnected(SessionSlot* slot) {
     Bootstrap(slot);
     return;
   }
+  // RESUMED only once a read shows the holder's node is still there: a
+  // deletion made while the replica was cut off (Release by lease id through
+  // another replica, an operator) reaches it only after the reconnect.
   for (auto& [id, c] : contenders_) {
-    if (c->slot == slot && c->state == State::kHeld && c->suspended) {
-      c->suspended = false;
-      LockEvent ev;
-      ev.type = LockEvent::Type::kResumed;
-      Emit(c.get(), ev);
-    }
+    if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
   }
   std::vector<Contender*> stalled;
   for (auto& [id, c] : contenders_) {
@@ -109,6 +107,38 @@ void LockEngine::OnConnected(SessionSlot* slot) {
     c->stalled = false;
     Step(c);
   }
+}
+
+// The session is back: tell a suspended holder RESUMED if its node still
+// exists (ZooKeeper answers a session's requests in order, after the
+// watches it re-sent on reconnect, so a deletion shows up here or as its
+// watch event first); LOST(DELETED) if it is gone.
+void LockEngine::ConfirmResume(Contender* c) {
+  uint64_t id = c->id;
+  std::string path = c->path();
+  c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (c->state != State::kHeld || !c->suspended || c->path() != path) return;
+      if (code == ZkCode::kOk) {
+        c->suspended = false;
+        LockEvent ev;
+        ev.type = LockEvent::Type::kResumed;
+        Emit(c, ev);
+      } else if (code == ZkCode::kNoNode) {
+        Lose(c, LostReason::kDeleted,
+             "the lock's node was deleted while this replica was disconnected from "
+             "ZooKeeper (Release by lease id, possibly through another replica, or an "
+             "operator)");
+      }
+      // Otherwise (connection lost again) it stays SUSPENDED; the next
+      // reconnect checks again, and the suspend timer bounds the wait.
+    }
+    Deliver();
+  });
 }
 
 void LockEngine::OnDisconnected(SessionSlot* slot) {

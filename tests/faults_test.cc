@@ -97,7 +97,20 @@ class FaultySession final : public ZkSession {
   }
   uint64_t GetData(const std::string& path, Watcher w, DataCallback done) override {
     CountCall(ZkOp::kGetData);
-    return real_->GetData(path, std::move(w), std::move(done));
+    if (!w) return real_->GetData(path, nullptr, std::move(done));
+    // While "partitioned", watch events are held back and delivered after
+    // the reconnect, as the C client does (it re-sends its watches on
+    // reconnect and the server then fires those whose node changed).
+    return real_->GetData(path, [this, w = std::move(w)](WatchEventType type) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (partitioned_) {
+          held_watches_.push_back([w, type] { w(type); });
+          return;
+        }
+      }
+      w(type);
+    }, std::move(done));
   }
   void SetData(const std::string& path, const std::string& data, int32_t version,
                StatCallback done) override {
@@ -115,7 +128,37 @@ class FaultySession final : public ZkSession {
     CountCall(ZkOp::kExists);
     real_->Exists(path, std::move(done));
   }
-  void SetSessionListener(SessionListener l) override { real_->SetSessionListener(std::move(l)); }
+  void SetSessionListener(SessionListener l) override {
+    listener_ = l;
+    real_->SetSessionListener([this, l](SessionEvent e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (partitioned_) return;  // the fake partition decides what the engine hears
+      }
+      l(e);
+    });
+  }
+  // A fake partition of this session: the engine hears kDisconnected now;
+  // the real session stays up (so others can change nodes meanwhile), and
+  // watch events are held until Reconnect(), which reports kConnected and
+  // then delivers them, in that order.
+  void Partition() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      partitioned_ = true;
+    }
+    listener_(SessionEvent::kDisconnected);
+  }
+  void Reconnect() {
+    std::vector<std::function<void()>> held;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      partitioned_ = false;
+      held.swap(held_watches_);
+    }
+    listener_(SessionEvent::kConnected);
+    for (auto& fn : held) fn();
+  }
   absl::Status Start() override { return real_->Start(); }
   void Close() override { real_->Close(); }
   bool connected() const override { return real_->connected(); }
@@ -132,6 +175,9 @@ class FaultySession final : public ZkSession {
   bool lose_next_ = false;            // GUARDED_BY(mu_)
   bool hold_next_ = false;            // GUARDED_BY(mu_)
   std::function<void()> held_;        // GUARDED_BY(mu_)
+  SessionListener listener_;          // set before Start()
+  bool partitioned_ = false;          // GUARDED_BY(mu_)
+  std::vector<std::function<void()>> held_watches_;  // GUARDED_BY(mu_)
 };
 
 class FaultsTest : public ::testing::Test {
@@ -412,6 +458,39 @@ TEST_F(FaultsTest, LostCreateReplyOverTheLimitDeletesTheAdoptedNode) {
   EXPECT_TRUE(WaitFor([&] { return r->engine().stats().contenders == 0; }, milliseconds(10000)));
   holder.SendRelease();
   ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+}
+
+// Issue 11: after a reconnect the holder is told RESUMED only once a read
+// shows its node is still there. Here its node is deleted (Release by lease
+// id through another replica) while its replica is cut off; the deletion's
+// watch event arrives only after the reconnect, as with the real client.
+// The holder must hear LOST(DELETED), never RESUMED.
+TEST_F(FaultsTest, NoResumedForANodeDeletedWhileDisconnected) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  auto other = StartReplica(TestConfig(connect_, root_));
+  auto stub = NewStub(r->address());
+  auto other_stub = NewStub(other->address());
+  AcquireStream holder(stub.get(), OpenMsg("resume", milliseconds(20000)));
+  auto acq = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+
+  fs->Partition();
+  ASSERT_TRUE(holder.Await(AcquireEvent::SUSPENDED));
+  grpc::ClientContext ctx;
+  v1::ReleaseRequest req;
+  req.set_lease_id(acq->acquired().lease_id());
+  v1::ReleaseResponse resp;
+  ASSERT_TRUE(other_stub->Release(&ctx, req, &resp).ok());
+  ASSERT_TRUE(ContendersBecome("resume", 0));
+  fs->Reconnect();
+
+  auto next = holder.Next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->type(), AcquireEvent::LOST) << next->ShortDebugString();
+  EXPECT_EQ(next->lost().reason(), v1::Lost::DELETED) << next->ShortDebugString();
 }
 
 // SPEC §8: the create's reply can arrive after the caller gave up.
