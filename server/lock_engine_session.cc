@@ -279,7 +279,10 @@ void LockEngine::Heartbeat(SessionSlot* slot) {
             auto t0 = Clock::now();
             slot->zk->Exists(options_.root, [this, slot, t0](ZkCode code, const ZkStat&) {
               std::lock_guard<std::mutex> l(mu_);
-              if (code == ZkCode::kOk && t0 > slot->last_alive) slot->last_alive = t0;
+              if (code != ZkCode::kOk) return;
+              slot->heartbeat_rtt =
+                  std::chrono::duration_cast<Millis>(Clock::now() - t0);
+              if (t0 > slot->last_alive) slot->last_alive = t0;
             });
           }
           Heartbeat(slot);

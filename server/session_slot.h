@@ -18,6 +18,7 @@
 #ifndef TURNSTILE_SERVER_SESSION_SLOT_H_
 #define TURNSTILE_SERVER_SESSION_SLOT_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,24 @@
 #include "server/zk_session.h"
 
 namespace turnstile {
+
+// How long holds stay certainly valid, from `now`, for a session that
+// ZooKeeper certainly saw alive at `last_alive` (a read sent then
+// succeeded): the earliest possible expiry, last_alive + timeout, minus a
+// margin for what the replica cannot see: the last heartbeat's round trip
+// (the contact may be older than its reply suggests), clock-rate drift
+// between this host and ZooKeeper's and the time the event takes to reach
+// the client: max(200 ms, 2 % of the timeout). Never negative.
+inline std::chrono::milliseconds SafeForFrom(TimerQueue::Clock::time_point last_alive,
+                                             std::chrono::milliseconds timeout,
+                                             std::chrono::milliseconds heartbeat_rtt,
+                                             TimerQueue::Clock::time_point now) {
+  const std::chrono::milliseconds margin =
+      heartbeat_rtt + std::max(std::chrono::milliseconds(200), timeout / 50);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      last_alive + timeout - margin - now);
+  return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
 
 struct SessionSlot {
   using Clock = TimerQueue::Clock;
@@ -39,6 +58,7 @@ struct SessionSlot {
   // ZooKeeper saw this session alive at or after this time (a read sent
   // then succeeded): its expiry is no earlier than this + session timeout.
   Clock::time_point last_alive{};
+  std::chrono::milliseconds heartbeat_rtt{0};  // the last heartbeat's round trip
   TimerQueue::TimerId suspend_timer = 0;
   TimerQueue::TimerId heartbeat_timer = 0;
   // Sum of the path lengths this session's contenders may watch.
@@ -47,9 +67,7 @@ struct SessionSlot {
   bool ready() const { return connected && bootstrapped; }
   // How long holds on this session stay certainly valid from `now`.
   std::chrono::milliseconds SafeFor(Clock::time_point now) const {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        last_alive + zk->session_timeout() - now);
-    return left.count() > 0 ? left : std::chrono::milliseconds(0);
+    return SafeForFrom(last_alive, zk->session_timeout(), heartbeat_rtt, now);
   }
 };
 
