@@ -801,12 +801,8 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
   c->suspended = false;
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
-  if (confirmed) {
-    Announce(c);
-    ArmOwn(c);  // the holder's watch on its own node
-  } else if (!c->own_read_in_flight) {
-    ArmOwn(c);
-  }
+  if (confirmed) Announce(c);
+  ArmOwn(c);  // the holder's watch on its own node (and, unconfirmed, the confirming read)
 }
 
 void LockEngine::Announce(Contender* c) {
@@ -853,7 +849,6 @@ void LockEngine::Requeue(Contender* c) {
 // through another replica.
 void LockEngine::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
-  c->own_read_in_flight = true;
   auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
@@ -882,9 +877,6 @@ void LockEngine::ArmOwn(Contender* c) {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
-          c->own_read_in_flight = false;
-          // An early read (see IssueDelete) whose handoff did not happen:
-          // the grant will read again.
           if (c->state != State::kHeld) return;
           if (code == ZkCode::kOk && !c->announced) {
             Announce(c);
@@ -998,8 +990,7 @@ LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
     return nullptr;  // not the front: deleting it grants no one
   }
   Contender* next = LocalOf(lock.queue.Behind(c->seq));
-  if (next == nullptr || next->state != State::kWaiting || next->watching != c->node ||
-      next->own_read_in_flight) {
+  if (next == nullptr || next->state != State::kWaiting || next->watching != c->node) {
     return nullptr;
   }
   return next;

@@ -18,6 +18,14 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 // ---------------------------------------------------------------------------
 // Lease operations from any replica.
 
+namespace {
+
+std::string LeaseNodePath(const std::string& root, const LeaseId& lease) {
+  return root + "/" + lease.lock_segment + "/" + lease.contender.node;
+}
+
+}  // namespace
+
 void LockEngine::ReleaseLease(const std::string& lease_id,
                               std::function<void(absl::Status)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
@@ -25,8 +33,7 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
     done(lease.status());
     return;
   }
-  std::string path = options_.root + "/" + lease->lock_segment + "/" +
-                     lease->contender.node;
+  std::string path = LeaseNodePath(options_.root, *lease);
   SessionSlot* slot = SlotOf(lease->lock_segment);
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -63,8 +70,7 @@ void LockEngine::KeepAlive(const std::string& lease_id,
     done(lease.status());
     return;
   }
-  std::string path = options_.root + "/" + lease->lock_segment + "/" +
-                     lease->contender.node;
+  std::string path = LeaseNodePath(options_.root, *lease);
   auto not_found = [lease_id] {
     return absl::NotFoundError(absl::StrCat(
         "lease_id \"", lease_id, "\" not found: released, revoked or lost"));

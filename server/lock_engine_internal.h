@@ -78,9 +78,8 @@ struct LockEngine::Contender {
   std::string watching;     // the node ahead that blocks it
   uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
   // The own-node read (grant confirmation and the holder's watch) has its
-  // own generation: it may be sent early, behind the blocker's delete.
+  // own generation: operations of the hold (delete, TTL) do not make it stale.
   uint64_t own_gen = 0;
-  bool own_read_in_flight = false;
   int64_t last_position = -1;  // last QUEUED position sent
   engine_internal::Clock::time_point last_position_at;
 

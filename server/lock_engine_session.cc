@@ -213,7 +213,6 @@ void LockEngine::OnExpired(SessionSlot* slot) {
     c->node.clear();
     c->watching.clear();
     c->watch_key = 0;  // dropped with the session
-    c->own_read_in_flight = false;
     c->last_position = -1;
     c->stalled = false;
     ++c->gen;
