@@ -705,6 +705,16 @@ void LockEngine::Arm(Contender* c) {
                 blocker->handoff_in_flight) {
               return;
             }
+            if (!c->slot->trusted(Clock::now())) {
+              // After a pause past the safe time this may be the session's
+              // own expiry seen late (its nodes deleted, this waiter's
+              // blocker among them): wait for a confirmed contact (then
+              // re-arm and find the blocker gone) or the expiry (then queue
+              // again on the new session).
+              c->stalled = true;
+              SendHeartbeat(c->slot);
+              return;
+            }
             gone();
           } else {
             Arm(c);  // data changed (a remote KeepAlive): watch again
@@ -801,7 +811,7 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
   c->suspended = false;
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
-  if (confirmed) Announce(c);
+  if (confirmed && MayAnnounce(c)) Announce(c);
   ArmOwn(c);  // the holder's watch on its own node (and, unconfirmed, the confirming read)
 }
 
@@ -822,6 +832,9 @@ void LockEngine::Announce(Contender* c) {
   e.fencing_token = c->czxid;
   e.valid_for = c->params.ttl;
   e.session_timeout = c->zk()->session_timeout();
+  e.safe_for = c->slot->SafeFor(Clock::now());
+  e.refresh_within = RefreshWithin(*c->slot);
+  c->refreshed_at = Clock::now();
   Emit(c, e);
   if (c->params.ttl > Millis(0)) RenewTtl(c);
 }
@@ -862,29 +875,29 @@ void LockEngine::ArmOwn(Contender* c) {
           Contender* c = find(id, gen);
           if (c == nullptr || c->state != State::kHeld || !c->announced) return;
           if (type == WatchEventType::kDeleted) {
-            Lose(c, LostReason::kDeleted,
-                 "the lock's node was deleted outside this stream (Release by "
-                 "lease id, possibly through another replica, or an operator)");
+            LoseGoneNode(c, "the lock's node was deleted outside this stream (Release by "
+                            "lease id, possibly through another replica, or an operator)");
           } else {
-            if (c->params.ttl > Millis(0)) RenewTtl(c);
+            // A remote KeepAlive. The re-armed read's version counts it
+            // (and any renewal that lands before the watch is back).
             ArmOwn(c);
           }
         }
         Deliver();
       },
-      [this, id, gen, find](ZkCode code, const std::string&, const ZkStat&) {
+      [this, id, gen, find](ZkCode code, const std::string&, const ZkStat& stat) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
           if (c->state != State::kHeld) return;
+          if (code == ZkCode::kOk) NoteOwnVersion(c, stat.version);
           if (code == ZkCode::kOk && !c->announced) {
-            Announce(c);
+            if (MayAnnounce(c)) Announce(c);
           } else if (code == ZkCode::kNoNode && !c->announced) {
             Requeue(c);
           } else if (code == ZkCode::kNoNode) {
-            Lose(c, LostReason::kDeleted,
-                 "the lock's node was deleted outside this stream");
+            LoseGoneNode(c, "the lock's node was deleted outside this stream");
           } else if (IsRetryable(code)) {
             Stall(c);
           }
@@ -893,8 +906,15 @@ void LockEngine::ArmOwn(Contender* c) {
       });
 }
 
+void LockEngine::NoteOwnVersion(Contender* c, int32_t version) {
+  if (version <= c->renewed_version) return;
+  c->renewed_version = version;
+  if (c->announced && c->params.ttl > Millis(0)) RenewTtl(c);
+}
+
 void LockEngine::RenewTtl(Contender* c) {
   c->ttl_deadline = Clock::now() + c->params.ttl;
+  c->ttl_check_due = false;
   timers_->Cancel(c->ttl_timer);
   uint64_t id = c->id;
   c->ttl_timer = timers_->Schedule(c->ttl_deadline, [this, id] {
@@ -904,10 +924,46 @@ void LockEngine::RenewTtl(Contender* c) {
       if (it == contenders_.end()) return;
       Contender* c = it->second.get();
       c->ttl_timer = 0;
-      if (c->state == State::kHeld && Clock::now() >= c->ttl_deadline) {
-        Lose(c, LostReason::kLeaseExpired,
-             absl::StrCat("no KeepAlive within the lease ttl of ",
-                          c->params.ttl.count(), "ms"));
+      if (c->state == State::kHeld && c->announced && Clock::now() >= c->ttl_deadline) {
+        CheckTtl(c);
+      }
+    }
+    Deliver();
+  });
+}
+
+// Renewal follows the node's version: a KeepAlive through another replica
+// rewrites the node, and its watch event reaches this replica late (after a
+// reconnect) or not at all (it landed between the event and the re-armed
+// watch). So before revoking, read the version; while contact is not
+// trusted, wait for it (the suspend timer bounds the hold meanwhile).
+void LockEngine::CheckTtl(Contender* c) {
+  if (!c->slot->trusted(Clock::now())) {
+    c->ttl_check_due = true;  // OnConnected / OnContact check again
+    return;
+  }
+  c->ttl_check_due = false;
+  uint64_t id = c->id;
+  std::string path = c->path();
+  c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string&,
+                                                   const ZkStat& stat) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (c->state != State::kHeld || !c->announced || c->path() != path) return;
+      if (code == ZkCode::kOk) {
+        NoteOwnVersion(c, stat.version);
+        if (Clock::now() >= c->ttl_deadline) {
+          Lose(c, LostReason::kLeaseExpired,
+               absl::StrCat("no KeepAlive within the lease ttl of ", c->params.ttl.count(),
+                            "ms"));
+        }
+      } else if (code == ZkCode::kNoNode) {
+        LoseGoneNode(c, "the lock's node was deleted outside this stream");
+      } else {
+        c->ttl_check_due = true;  // connection lost: check on the next contact
       }
     }
     Deliver();
@@ -1098,7 +1154,12 @@ void LockEngine::Release(uint64_t id) {
         c->stalled = true;
       }
     } else if (c->state != State::kDeleting) {
-      FailWait(c, absl::CancelledError("the client stopped waiting"));
+      // Abandoning a wait on request is a clean end, as the proto's
+      // AcquireRequest.release says: the stream ends OK without ACQUIRED
+      // (a cancelled stream, by contrast, ends CANCELLED).
+      NoteWaitEnded(c, AcquireResult::kCancelled);
+      Finish(c, absl::OkStatus());
+      EndContender(c);
     }
   }
   Deliver();

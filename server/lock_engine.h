@@ -63,7 +63,7 @@ enum class LostReason { kSessionExpired, kLeaseExpired, kDeleted, kShutdown };
 const char* LostReasonName(LostReason r);
 
 struct LockEvent {
-  enum class Type { kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased };
+  enum class Type { kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased, kStillHeld };
   Type type = Type::kQueued;
   // kQueued
   int64_t position = 0;
@@ -73,8 +73,12 @@ struct LockEvent {
   uint64_t fencing_token = 0;
   Millis valid_for{0};
   Millis session_timeout{0};
-  // kSuspended
+  // kSuspended; kAcquired, kResumed and kStillHeld: how long the hold is
+  // certainly valid from now (see SessionSlot::SafeFor)
   Millis safe_for{0};
+  // kAcquired, kResumed, kStillHeld: the next STILL_HELD (or another event)
+  // comes within this, or the client must treat the hold as in doubt.
+  Millis refresh_within{0};
   // kLost
   LostReason reason = LostReason::kSessionExpired;
   std::string message;
@@ -192,7 +196,8 @@ class LockEngine {
   absl::StatusOr<uint64_t> Open(const AcquireParams& params,
                                 std::shared_ptr<ContenderSink> sink);
   // The client asked to release (or to stop waiting): RELEASED if held,
-  // then OnFinish(OK); a waiter gets OnFinish(CANCELLED). The node is deleted.
+  // then OnFinish(OK); a waiter gets OnFinish(OK) with no event. The node is
+  // deleted.
   void Release(uint64_t id);
   // The client is gone: delete the node, call nothing more on the sink.
   void Abandon(uint64_t id);
@@ -263,7 +268,28 @@ class LockEngine {
   void ConfirmResume(Contender* c);
   void Bootstrap(SessionSlot* slot);
   void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths);
+  // Schedules the next heartbeat tick of `slot`.
   void Heartbeat(SessionSlot* slot);
+  // Sends a sync (unless one is in flight): its success proves the leader
+  // heard from the session after it was sent.
+  void SendHeartbeat(SessionSlot* slot);
+  // Contact confirmed: ends an in-doubt period, steps stalled contenders,
+  // refreshes the validity of the slot's holders on their streams.
+  void OnContact(SessionSlot* slot);
+  // How often a holder hears STILL_HELD, and within what it must.
+  static Millis HeartbeatInterval(const SessionSlot& slot);
+  static Millis RefreshWithin(const SessionSlot& slot);
+  void StepStalled(SessionSlot* slot);
+  // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
+  // SUSPENDED now, LOST when the safe time runs out.
+  void Suspend(SessionSlot* slot);
+  // Whether `c`'s grant may be announced now (contact trusted); otherwise
+  // it waits, stalled, for a heartbeat to confirm contact.
+  bool MayAnnounce(Contender* c);
+  // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
+  // if the session may have expired by now (the replica was paused or cut
+  // off past the safe time), else DELETED (someone deleted it).
+  void LoseGoneNode(Contender* c, const char* deleted_message);
   SessionSlot* SlotOf(const std::string& segment);
   // A connected session (the lowest index), or null.
   SessionSlot* AnyConnected();
@@ -297,6 +323,10 @@ class LockEngine {
   void Requeue(Contender* c);
   void ArmOwn(Contender* c);
   void RenewTtl(Contender* c);
+  // The ttl ran out: revoke unless the node's version shows a renewal.
+  void CheckTtl(Contender* c);
+  // A read of the own node saw `version`: a renewal if it went up.
+  void NoteOwnVersion(Contender* c, int32_t version);
   void Lose(Contender* c, LostReason reason, const std::string& message);
   void FailWait(Contender* c, const absl::Status& status);
   void EndContender(Contender* c);

@@ -86,7 +86,7 @@ void LockEngine::KeepAlive(const std::string& lease_id,
         // Local: renew without touching ZooKeeper.
         if (c->params.ttl > Millis(0)) RenewTtl(c);
         Millis valid = c->params.ttl;
-        if (!slot->connected) valid = std::min(valid, slot->SafeFor(Clock::now()));
+        if (!slot->trusted(Clock::now())) valid = std::min(valid, slot->SafeFor(Clock::now()));
         Later([done, valid] { done(valid); });
       }
     } else if (!slot->connected) {

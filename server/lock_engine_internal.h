@@ -86,6 +86,15 @@ struct LockEngine::Contender {
   TimerQueue::TimerId wait_timer = 0;
   TimerQueue::TimerId ttl_timer = 0;
   engine_internal::Clock::time_point ttl_deadline;
+  // The own node's data version the last renewal was counted at: a remote
+  // KeepAlive rewrites the data, so a higher version is a renewal, however
+  // (or whether) its watch event arrived.
+  int32_t renewed_version = 0;
+  // When the holder was last told its validity (ACQUIRED, STILL_HELD).
+  engine_internal::Clock::time_point refreshed_at;
+  // The ttl ran out while contact was not trusted: read the version again
+  // once it is (a renewal may have landed meanwhile).
+  bool ttl_check_due = false;
 
   // Metrics.
   engine_internal::Clock::time_point opened_at = engine_internal::Clock::now();

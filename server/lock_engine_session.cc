@@ -26,10 +26,10 @@ void LockEngine::SetServingListener(std::function<void(bool)> listener) {
 namespace {
 
 // A replica serves only when it can serve every lock: each lock lives on one
-// session, so one session down makes some names unavailable.
+// session, so one session down (or in doubt) makes some names unavailable.
 bool AllReady(const std::vector<SessionSlot>& slots) {
   return std::all_of(slots.begin(), slots.end(),
-                     [](const SessionSlot& s) { return s.ready(); });
+                     [](const SessionSlot& s) { return s.ready() && !s.in_doubt; });
 }
 
 }  // namespace
@@ -86,7 +86,10 @@ void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
 
 void LockEngine::OnConnected(SessionSlot* slot) {
   slot->connected = true;
+  // Connecting (also to a follower, which validates the session with the
+  // leader first) proves the session alive now.
   slot->last_alive = Clock::now();
+  slot->in_doubt = false;
   timers_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   if (!slot->bootstrapped) {
@@ -99,14 +102,78 @@ void LockEngine::OnConnected(SessionSlot* slot) {
   for (auto& [id, c] : contenders_) {
     if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
   }
+  StepStalled(slot);
+}
+
+// Steps the contenders of `slot` that waited for the connection or for a
+// trusted contact, and runs the ttl checks that waited for one.
+void LockEngine::StepStalled(SessionSlot* slot) {
   std::vector<Contender*> stalled;
+  std::vector<uint64_t> ttl_due;
   for (auto& [id, c] : contenders_) {
-    if (c->slot == slot && c->stalled) stalled.push_back(c.get());
+    if (c->slot != slot) continue;
+    if (c->stalled) stalled.push_back(c.get());
+    if (c->ttl_check_due) ttl_due.push_back(id);
   }
   for (Contender* c : stalled) {
     c->stalled = false;
     Step(c);
   }
+  for (uint64_t id : ttl_due) {  // by id: a Step may have ended one
+    auto it = contenders_.find(id);
+    if (it == contenders_.end()) continue;
+    Contender* c = it->second.get();
+    if (c->ttl_check_due && c->state == State::kHeld && c->announced) CheckTtl(c);
+  }
+}
+
+void LockEngine::OnContact(SessionSlot* slot) {
+  if (!slot->ready()) return;
+  // Each confirmed contact refreshes the validity of the slot's holders on
+  // their streams: a client that stops hearing these (its replica froze,
+  // or the stream stalled) treats its hold as in doubt on its own.
+  const auto now = Clock::now();
+  const Millis interval = HeartbeatInterval(*slot);
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot || c->state != State::kHeld || !c->announced || c->suspended) continue;
+    if (now - c->refreshed_at < interval / 2) continue;  // told just now
+    c->refreshed_at = now;
+    LockEvent ev;
+    ev.type = LockEvent::Type::kStillHeld;
+    ev.safe_for = slot->SafeFor(now);
+    ev.refresh_within = RefreshWithin(*slot);
+    Emit(c.get(), ev);
+  }
+  if (slot->in_doubt) {
+    slot->in_doubt = false;
+    timers_->Cancel(slot->suspend_timer);
+    slot->suspend_timer = 0;
+    for (auto& [id, c] : contenders_) {
+      if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
+    }
+  }
+  StepStalled(slot);
+}
+
+bool LockEngine::MayAnnounce(Contender* c) {
+  if (c->slot->trusted(Clock::now())) return true;
+  c->stalled = true;  // OnContact (or the reconnect) steps it again
+  SendHeartbeat(c->slot);
+  return false;
+}
+
+void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
+  if (c->slot->SafeFor(Clock::now()).count() == 0) {
+    // The replica has not been sure of its session for longer than the
+    // safe time (it was paused, or cut off): the deletion is most likely
+    // the session's own expiry, seen late. Never send operators looking
+    // for a Release that did not happen.
+    Lose(c, LostReason::kSessionExpired,
+         "this replica lost contact with ZooKeeper for longer than the session timeout "
+         "(paused or cut off): its session expired and the lock's node went with it");
+    return;
+  }
+  Lose(c, LostReason::kDeleted, deleted_message);
 }
 
 // The session is back: tell a suspended holder RESUMED if its node still
@@ -125,8 +192,12 @@ void LockEngine::ConfirmResume(Contender* c) {
       if (c->state != State::kHeld || !c->suspended || c->path() != path) return;
       if (code == ZkCode::kOk) {
         c->suspended = false;
+        // With its validity from the contact the reconnect proved.
+        c->refreshed_at = Clock::now();
         LockEvent ev;
         ev.type = LockEvent::Type::kResumed;
+        ev.safe_for = c->slot->SafeFor(c->refreshed_at);
+        ev.refresh_within = RefreshWithin(*c->slot);
         Emit(c, ev);
       } else if (code == ZkCode::kNoNode) {
         Lose(c, LostReason::kDeleted,
@@ -143,6 +214,10 @@ void LockEngine::ConfirmResume(Contender* c) {
 
 void LockEngine::OnDisconnected(SessionSlot* slot) {
   slot->connected = false;
+  Suspend(slot);
+}
+
+void LockEngine::Suspend(SessionSlot* slot) {
   Millis safe = slot->SafeFor(Clock::now());
   for (auto& [id, c] : contenders_) {
     if (c->slot != slot || c->state != State::kHeld || c->suspended || !c->announced) continue;
@@ -152,21 +227,32 @@ void LockEngine::OnDisconnected(SessionSlot* slot) {
     ev.safe_for = safe;
     Emit(c.get(), ev);
   }
-  // A disconnected replica learns of its expiry only on reconnect: once the
-  // session timeout has passed, the holds on this session must count as lost.
+  // A disconnected replica learns of its expiry only on reconnect (and one
+  // talking to a cut-off follower not even then): once the safe time has
+  // passed, the holds on this session must count as lost.
   timers_->Cancel(slot->suspend_timer);
   slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
     {
       std::lock_guard<std::mutex> l(mu_);
       slot->suspend_timer = 0;
-      if (slot->connected || shut_down_) return;
+      if ((slot->connected && !slot->in_doubt) || shut_down_) return;
       std::vector<Contender*> held;
       for (auto& [id, c] : contenders_) {
         if (c->slot == slot && c->state == State::kHeld) held.push_back(c.get());
       }
       for (Contender* c : held) {
+        if (!c->announced) {
+          // Granted here but never told: still a waiter. It queues again
+          // if the session turns out expired, or is announced once contact
+          // is confirmed.
+          c->stalled = true;
+          continue;
+        }
         Lose(c, LostReason::kSessionExpired,
-             "disconnected from ZooKeeper for longer than the session timeout");
+             slot->connected
+                 ? "no heartbeat confirmed by the ZooKeeper leader within the session "
+                   "timeout (this replica's ZooKeeper server may be cut off from the quorum)"
+                 : "disconnected from ZooKeeper for longer than the session timeout");
       }
     }
     Deliver();
@@ -176,6 +262,8 @@ void LockEngine::OnDisconnected(SessionSlot* slot) {
 void LockEngine::OnExpired(SessionSlot* slot) {
   slot->connected = false;
   slot->bootstrapped = false;
+  slot->in_doubt = false;
+  slot->heartbeat_in_flight = false;  // its reply, if any, is for the old epoch
   ++slot->epoch;
   timers_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
@@ -263,31 +351,73 @@ void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::st
                    });
 }
 
-// Tracks when ZooKeeper last certainly heard from the session: a read sent
-// at t0 that succeeds means the server saw the session alive after t0, so
-// its expiry is no earlier than t0 + session timeout.
+// Tracks when ZooKeeper's leader last certainly heard from the session: a
+// sync sent at t0 that succeeds went through the leader, so the session was
+// alive after t0 and its expiry is no earlier than t0 + session timeout. (A
+// read would not do: a follower cut off from the quorum keeps answering
+// reads from its own state while the leader expires the session.) A
+// heartbeat that stays unanswered counts as lost contact: after
+// kDoubtAfterHeartbeats intervals without a confirmed one, the slot's holds
+// are SUSPENDED as on a disconnection, with the safe time left from the last
+// confirmed contact, and LOST when it runs out.
+namespace {
+constexpr int kHeartbeatsPerTimeout = 5;
+constexpr double kDoubtAfterHeartbeats = 2.5;
+// A holder is refreshed on every confirmed heartbeat; it may miss two
+// before its client must doubt the hold.
+constexpr int kRefreshWithinHeartbeats = 3;
+}  // namespace
+
+Millis LockEngine::HeartbeatInterval(const SessionSlot& slot) {
+  return std::max(Millis(100), slot.zk->session_timeout() / kHeartbeatsPerTimeout);
+}
+
+Millis LockEngine::RefreshWithin(const SessionSlot& slot) {
+  return HeartbeatInterval(slot) * kRefreshWithinHeartbeats;
+}
+
 void LockEngine::Heartbeat(SessionSlot* slot) {
   timers_->Cancel(slot->heartbeat_timer);
-  slot->heartbeat_timer = timers_->ScheduleAfter(
-      std::max(Millis(100), slot->zk->session_timeout() / 4), [this, slot] {
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          slot->heartbeat_timer = 0;
-          if (shut_down_) return;
-          if (slot->connected) {
-            auto t0 = Clock::now();
-            slot->zk->Exists(options_.root, [this, slot, t0](ZkCode code, const ZkStat&) {
-              std::lock_guard<std::mutex> l(mu_);
-              if (code != ZkCode::kOk) return;
-              slot->heartbeat_rtt =
-                  std::chrono::duration_cast<Millis>(Clock::now() - t0);
-              if (t0 > slot->last_alive) slot->last_alive = t0;
-            });
-          }
-          Heartbeat(slot);
+  const Millis interval = HeartbeatInterval(*slot);
+  slot->heartbeat_timer = timers_->ScheduleAfter(interval, [this, slot, interval] {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      slot->heartbeat_timer = 0;
+      if (shut_down_) return;
+      if (slot->connected) {
+        auto silent = Clock::now() - slot->last_alive;
+        if (!slot->in_doubt && silent > interval * kDoubtAfterHeartbeats) {
+          slot->in_doubt = true;
+          Suspend(slot);
+          UpdateServing();
         }
-        Deliver();
-      });
+        SendHeartbeat(slot);
+      }
+      Heartbeat(slot);
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::SendHeartbeat(SessionSlot* slot) {
+  if (slot->heartbeat_in_flight || !slot->connected) return;
+  slot->heartbeat_in_flight = true;
+  auto t0 = Clock::now();
+  uint64_t epoch = slot->epoch;
+  slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (shut_down_ || epoch != slot->epoch) return;
+      slot->heartbeat_in_flight = false;
+      if (code == ZkCode::kOk) {
+        slot->heartbeat_rtt = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+        if (t0 > slot->last_alive) slot->last_alive = t0;
+        OnContact(slot);
+        UpdateServing();
+      }
+    }
+    Deliver();
+  });
 }
 
 }  // namespace turnstile

@@ -67,6 +67,15 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
       // open); a 0 s duration would tell a client to stop at once.
       if (e.valid_for > Millis(0)) SetDuration(e.valid_for, a->mutable_valid_for());
       SetDuration(e.session_timeout, a->mutable_session_timeout());
+      SetDuration(e.safe_for, a->mutable_safe_for());
+      SetDuration(e.refresh_within, a->mutable_refresh_within());
+      break;
+    }
+    case LockEvent::Type::kStillHeld: {
+      out.set_type(v1::AcquireEvent::STILL_HELD);
+      auto* h = out.mutable_still_held();
+      SetDuration(e.safe_for, h->mutable_safe_for());
+      SetDuration(e.refresh_within, h->mutable_refresh_within());
       break;
     }
     case LockEvent::Type::kSuspended:
@@ -75,6 +84,10 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
       break;
     case LockEvent::Type::kResumed:
       out.set_type(v1::AcquireEvent::RESUMED);
+      if (e.refresh_within > Millis(0)) {
+        SetDuration(e.safe_for, out.mutable_still_held()->mutable_safe_for());
+        SetDuration(e.refresh_within, out.mutable_still_held()->mutable_refresh_within());
+      }
       break;
     case LockEvent::Type::kLost: {
       out.set_type(v1::AcquireEvent::LOST);

@@ -54,6 +54,12 @@ struct SessionSlot {
   ZkSession* zk = nullptr;
   bool connected = false;
   bool bootstrapped = false;  // the root exists on this session
+  // Connected, but no heartbeat has been confirmed by the leader for too
+  // long (kDoubtAfterHeartbeats intervals): the server this session talks
+  // to may be cut off from the quorum while it still answers reads. Holds
+  // are SUSPENDED exactly as on a disconnection until a heartbeat succeeds.
+  bool in_doubt = false;
+  bool heartbeat_in_flight = false;
   uint64_t epoch = 0;         // bumped on expiry
   // ZooKeeper saw this session alive at or after this time (a read sent
   // then succeeded): its expiry is no earlier than this + session timeout.
@@ -65,6 +71,13 @@ struct SessionSlot {
   size_t watched_path_bytes = 0;
 
   bool ready() const { return connected && bootstrapped; }
+  // Whether what this session reports now can be acted on: contact is not
+  // in doubt and the session cannot have expired yet. After a long pause
+  // (SIGSTOP, a stall) the events waiting in the socket may be the
+  // session's own expiry seen from inside (its nodes deleted).
+  bool trusted(Clock::time_point now) const {
+    return connected && !in_doubt && SafeFor(now).count() > 0;
+  }
   // How long holds on this session stay certainly valid from `now`.
   std::chrono::milliseconds SafeFor(Clock::time_point now) const {
     return SafeForFrom(last_alive, zk->session_timeout(), heartbeat_rtt, now);

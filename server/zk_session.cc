@@ -49,6 +49,7 @@ const char* ZkOpName(ZkOp op) {
     case ZkOp::kGetChildren: return "get_children";
     case ZkOp::kExists: return "exists";
     case ZkOp::kMulti: return "multi";
+    case ZkOp::kSync: return "sync";
     case ZkOp::kCount: break;
   }
   return "?";
@@ -275,6 +276,16 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
+  void Sync(const std::string& path, VoidCallback done) override {
+    CountCall(ZkOp::kSync);
+    auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kSync;
+    ctx->void_cb = std::move(done);
+    Issue(ctx, [&](zhandle_t* zh) {
+      return zoo_async(zh, path.c_str(), &ZkClientSession::OnSynced, ctx);
+    });
+  }
+
  private:
   struct CallContext {
     ZkClientSession* self;
@@ -353,6 +364,8 @@ class ZkClientSession final : public ZkSession {
     ctx->void_cb(MapRc(rc));
     delete ctx;
   }
+
+  static void OnSynced(int rc, const char*, const void* data) { OnVoid(rc, data); }
 
   static void OnData(int rc, const char* value, int value_len,
                      const struct Stat* stat, const void* data) {

@@ -64,7 +64,7 @@ enum class SessionEvent {
 };
 
 // Operation kinds, for counting calls (herd-freedom is asserted on counts).
-enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kMulti, kCount };
+enum class ZkOp { kCreate, kDelete, kGetData, kSetData, kGetChildren, kExists, kMulti, kSync, kCount };
 const char* ZkOpName(ZkOp op);
 
 // Receives measurements of a session (metrics). Called on the session's
@@ -128,6 +128,11 @@ class ZkSession {
   // Never leaves a watch.
   virtual void GetChildren(const std::string& path, ChildrenCallback done) = 0;
   virtual void Exists(const std::string& path, StatCallback done) = 0;
+  // ZooKeeper's sync: the server this session is connected to catches up
+  // with the leader. Its success proves the leader was reachable (and the
+  // session valid) after the call was made; a follower cut off from the
+  // quorum answers reads from its own state, but cannot complete a sync.
+  virtual void Sync(const std::string& path, VoidCallback done) = 0;
 
   // Must be set before Start(); called on the completion thread.
   virtual void SetSessionListener(SessionListener listener) = 0;

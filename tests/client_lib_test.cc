@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -155,7 +156,10 @@ TEST_F(ClientLibTest, LockReleasesWhenItGoesOutOfScope) {
     EXPECT_EQ(held->hold_count(), 1);
     tc::LockStatus st = held->status();
     EXPECT_EQ(st.state, tc::LockState::kHeld);
-    EXPECT_EQ(st.valid_for, tc::Millis::max());  // no TTL, not suspended
+    // No TTL, not suspended: valid as long as the replica's latest refresh
+    // says (about a session timeout), never "forever".
+    EXPECT_GT(st.valid_for, tc::Millis(0));
+    EXPECT_LE(st.valid_for, tc::Millis(60000));
     first_token = held->fencing_token();
     EXPECT_EQ(Contenders("raii"), 1u);
 
@@ -293,6 +297,78 @@ TEST_F(ClientLibTest, ReportsLostWhenReplicaDies) {
   EXPECT_TRUE(held->Release().ok());
 }
 
+// Issue 11: a frozen replica leaves its holder blind (it cannot send even
+// SUSPENDED). The server refreshes a holder's validity on its stream
+// (STILL_HELD, every fifth of the session timeout); the client treats a hold
+// whose refresh is overdue as kSuspended and as kLost when the validity it
+// was last given runs out, and that is before the lock can be granted to
+// anyone else (the replica's session must expire first).
+TEST_F(ClientLibTest, AFrozenReplicasHolderStopsBeforeTheLockMovesOn) {
+  auto proc = SpawnReplicaProcess({"--zk", zk_connect_, "--zk-root", root_, "--zk-session-timeout", "2s"});
+  ASSERT_TRUE(proc);
+  ChildProcess* child = proc->process.get();
+  auto c = Connect(proc->address);
+  ASSERT_TRUE(c);
+
+  std::mutex mu;
+  std::vector<std::pair<steady_clock::time_point, tc::LockStatus>> changes;
+  auto o = Opts(milliseconds(5000), "frozen-holder");
+  o.on_change = [&](const tc::LockStatus& s) {
+    std::lock_guard<std::mutex> l(mu);
+    changes.emplace_back(steady_clock::now(), s);
+  };
+  auto held = c->Acquire("frozen", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_GT(held->status().valid_for, tc::Millis(0));
+  EXPECT_LE(held->status().valid_for, tc::Millis(2000));
+  // Refreshes keep it held past the session timeout: an observation period
+  // (nothing is awaited), then no change may have happened.
+  std::this_thread::sleep_for(milliseconds(3000));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(changes.empty()) << changes.front().second.message;
+  }
+  EXPECT_EQ(held->status().state, tc::LockState::kHeld);
+  EXPECT_GT(held->status().valid_for, tc::Millis(0));
+
+  std::atomic<int64_t> granted_at{0};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto w = c2_->Acquire("frozen", Opts(milliseconds(30000), "next"));
+    granted_at = steady_clock::now().time_since_epoch().count();
+    return w;
+  });
+  ASSERT_TRUE(ContendersBecome("frozen", 2));
+
+  const auto frozen = steady_clock::now();
+  child->Signal(SIGSTOP);
+  auto find = [&](tc::LockState state) -> std::optional<std::pair<steady_clock::time_point, tc::LockStatus>> {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& ch : changes) {
+      if (ch.second.state == state) return ch;
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(WaitFor([&] { return find(tc::LockState::kLost).has_value(); }, milliseconds(10000)));
+  auto suspended = find(tc::LockState::kSuspended);
+  ASSERT_TRUE(suspended) << "kLost without kSuspended first";
+  EXPECT_NE(suspended->second.message.find("no refresh"), std::string::npos) << suspended->second.message;
+  EXPECT_LE(suspended->first - frozen, milliseconds(1200 + 500));  // refresh_within + slack
+  auto lost = find(tc::LockState::kLost);
+  EXPECT_EQ(lost->second.lost_reason, "REFRESH_OVERDUE");
+  EXPECT_EQ(held->status().state, tc::LockState::kLost);
+
+  auto next = waiter.get();
+  ASSERT_TRUE(next.ok()) << next.status();
+  const steady_clock::time_point next_at{steady_clock::duration(granted_at.load())};
+  EXPECT_LT(lost->first, next_at) << "the frozen replica's holder stopped "
+                                  << std::chrono::duration_cast<milliseconds>(lost->first - next_at).count()
+                                  << " ms after the next holder was granted";
+  EXPECT_GT(next->fencing_token(), held->fencing_token());
+  child->Signal(SIGCONT);
+  child->Signal(SIGTERM);
+  EXPECT_TRUE(child->Wait(milliseconds(10000)));
+}
+
 // The replica loses ZooKeeper (its own server, stopped and restarted):
 // kSuspended with a shrinking valid_for, then kHeld again on resume.
 TEST_F(ClientLibTest, ReportsSuspendedAndResumed) {
@@ -326,7 +402,8 @@ TEST_F(ClientLibTest, ReportsSuspendedAndResumed) {
   ASSERT_TRUE((*server)->Restart().ok());
   auto resumed = changes.Await(tc::LockState::kHeld, milliseconds(30000));
   ASSERT_TRUE(resumed) << "no kHeld after the suspension";
-  EXPECT_EQ(resumed->valid_for, tc::Millis::max());
+  EXPECT_GT(resumed->valid_for, tc::Millis(0));  // the validity RESUMED carries
+  EXPECT_LE(resumed->valid_for, tc::Millis(20000));
   EXPECT_EQ(held->status().state, tc::LockState::kHeld);
   EXPECT_TRUE(changes.Await(tc::LockState::kLost, milliseconds(0)) == std::nullopt);
   EXPECT_TRUE(held->Release().ok());

@@ -128,6 +128,29 @@ class FaultySession final : public ZkSession {
     CountCall(ZkOp::kExists);
     real_->Exists(path, std::move(done));
   }
+  // While set, heartbeats (syncs) get no answer until cleared: the replica
+  // is connected to a follower that lost the quorum (it answers reads from
+  // its own state, but a sync needs the leader).
+  void HangSyncs(bool hang) {
+    std::vector<VoidCallback> release;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      hang_syncs_ = hang;
+      if (!hang) release.swap(hung_syncs_);
+    }
+    for (auto& done : release) done(ZkCode::kOk);
+  }
+  void Sync(const std::string& path, VoidCallback done) override {
+    CountCall(ZkOp::kSync);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (hang_syncs_) {
+        hung_syncs_.push_back(std::move(done));
+        return;
+      }
+    }
+    real_->Sync(path, std::move(done));
+  }
   void SetSessionListener(SessionListener l) override {
     listener_ = l;
     real_->SetSessionListener([this, l](SessionEvent e) {
@@ -178,6 +201,8 @@ class FaultySession final : public ZkSession {
   SessionListener listener_;          // set before Start()
   bool partitioned_ = false;          // GUARDED_BY(mu_)
   std::vector<std::function<void()>> held_watches_;  // GUARDED_BY(mu_)
+  bool hang_syncs_ = false;                    // GUARDED_BY(mu_)
+  std::vector<VoidCallback> hung_syncs_;       // GUARDED_BY(mu_)
 };
 
 class FaultsTest : public ::testing::Test {
@@ -186,6 +211,13 @@ class FaultsTest : public ::testing::Test {
     connect_ = connect;
     root_ = UniqueRoot("faults");
     zk_ = std::make_unique<SyncZk>(connect_);
+  }
+  // A replica over a FaultySession (6 s session timeout) on the shared server.
+  std::unique_ptr<Replica> StartFaultyReplica(FaultySession** fs) {
+    UseServer(SharedZkServer().ConnectString());
+    auto faulty = std::make_unique<FaultySession>(connect_);
+    *fs = faulty.get();
+    return StartReplica(TestConfig(connect_, root_), std::move(faulty));
   }
   std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
   bool ContendersBecome(const std::string& name, size_t n, milliseconds timeout = milliseconds(20000)) {
@@ -395,10 +427,8 @@ TEST_F(FaultsTest, DisconnectedLongerThanSessionTimeoutIsLost) {
 // Must-show 9: a create whose reply is lost leaves exactly one node, and the
 // contender proceeds with it.
 TEST_F(FaultsTest, LostCreateReplyFindsOwnNodeAndNeverCreatesASecond) {
-  UseServer(SharedZkServer().ConnectString());
-  auto faulty = std::make_unique<FaultySession>(connect_);
-  FaultySession* fs = faulty.get();
-  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
   auto stub = NewStub(r->address());
 
   fs->LoseNextCreateReply();
@@ -466,10 +496,8 @@ TEST_F(FaultsTest, LostCreateReplyOverTheLimitDeletesTheAdoptedNode) {
 // watch event arrives only after the reconnect, as with the real client.
 // The holder must hear LOST(DELETED), never RESUMED.
 TEST_F(FaultsTest, NoResumedForANodeDeletedWhileDisconnected) {
-  UseServer(SharedZkServer().ConnectString());
-  auto faulty = std::make_unique<FaultySession>(connect_);
-  FaultySession* fs = faulty.get();
-  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
   auto other = StartReplica(TestConfig(connect_, root_));
   auto stub = NewStub(r->address());
   auto other_stub = NewStub(other->address());
@@ -495,10 +523,8 @@ TEST_F(FaultsTest, NoResumedForANodeDeletedWhileDisconnected) {
 
 // SPEC §8: the create's reply can arrive after the caller gave up.
 TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
-  UseServer(SharedZkServer().ConnectString());
-  auto faulty = std::make_unique<FaultySession>(connect_);
-  FaultySession* fs = faulty.get();
-  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
   auto stub = NewStub(r->address());
   fs->HoldNextCreateReply();
   {
@@ -517,10 +543,8 @@ TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
 // A release that cannot reach ZooKeeper is retried; if the session expires
 // meanwhile the node is gone with it, and the stream is told RELEASED.
 TEST_F(FaultsTest, ReleaseStalledUntilSessionExpiryStillEndsReleased) {
-  UseServer(SharedZkServer().ConnectString());
-  auto faulty = std::make_unique<FaultySession>(connect_);
-  FaultySession* fs = faulty.get();
-  auto r = StartReplica(TestConfig(connect_, root_), std::move(faulty));
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
   auto stub = NewStub(r->address());
   AcquireStream holder(stub.get(), OpenMsg("stall", milliseconds(20000)));
   ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
@@ -544,15 +568,11 @@ TEST_F(FaultsTest, ReleaseStalledUntilSessionExpiryStillEndsReleased) {
 // Must-show 12: SIGTERM on a real turnstiled process.
 TEST_F(FaultsTest, SigtermDrainsHoldersAndRemovesNodesAtOnce) {
   UseServer(SharedZkServer().ConnectString());
-  auto child = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0", "--zk", connect_,
-                                    "--zk-root", root_, "--drain-timeout", "2s",
-                                    "--zk-session-timeout", "30s", "--log-level", "error"});
-  ASSERT_TRUE(child);
-  auto line = child->AwaitLine("turnstiled", milliseconds(20000));
-  ASSERT_TRUE(line);
-  std::string address = line->substr(line->find("listening on ") + 13);
-  address = address.substr(0, address.find(' '));
-  ASSERT_TRUE(WaitFor([&] { return IsServing(address); }, milliseconds(20000)));
+  auto proc = SpawnReplicaProcess({"--zk", connect_, "--zk-root", root_, "--drain-timeout", "2s",
+                                    "--zk-session-timeout", "30s"});
+  ASSERT_TRUE(proc);
+  ChildProcess* child = proc->process.get();
+  const std::string address = proc->address;
   auto stub = NewStub(address);
   auto other = StartReplica(TestConfig(connect_, root_));
   auto other_stub = NewStub(other->address());
@@ -583,6 +603,150 @@ TEST_F(FaultsTest, SigtermDrainsHoldersAndRemovesNodesAtOnce) {
   ASSERT_TRUE(remote_waiter.Await(AcquireEvent::ACQUIRED, milliseconds(10000)));
   EXPECT_LE(std::chrono::steady_clock::now() - start, milliseconds(8000));
   EXPECT_TRUE(ContendersBecome("drain", 1));
+}
+
+// Issue 11: a lease renewed on time through another replica while the
+// owning replica is cut off from ZooKeeper is not revoked: renewal follows
+// the node's version (read again when the ttl runs out), not the delivery
+// of one watch event, which reaches a disconnected owner only after it
+// reconnects. Without renewals it still expires.
+TEST_F(FaultsTest, LeaseRenewedElsewhereWhileTheOwnerIsDisconnectedIsNotRevoked) {
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
+  auto other = StartReplica(TestConfig(connect_, root_));
+  auto stub = NewStub(r->address());
+  auto other_stub = NewStub(other->address());
+  AcquireStream holder(stub.get(), OpenMsg("renewed", milliseconds(60000), "", milliseconds(1000)));
+  auto acquired = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acquired);
+  const std::string lease = acquired->acquired().lease_id();
+  auto renew = [&] {
+    grpc::ClientContext ctx;
+    auto rw = other_stub->KeepAlive(&ctx);
+    v1::KeepAliveRequest req;
+    req.add_lease_ids(lease);
+    v1::KeepAliveResponse resp;
+    bool ok = rw->Write(req) && rw->Read(&resp);
+    rw->WritesDone();
+    return rw->Finish().ok() && ok && resp.leases_size() == 1 && resp.leases(0).code() == 0;
+  };
+
+  fs->Partition();
+  ASSERT_TRUE(holder.Await(AcquireEvent::SUSPENDED));
+  // 2.5 ttls of renewals through the other replica, 250 ms apart.
+  auto until = std::chrono::steady_clock::now() + milliseconds(2500);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(renew());
+    EXPECT_FALSE(holder.Next(milliseconds(250)));  // no LOST meanwhile
+  }
+  ASSERT_TRUE(renew());
+  fs->Reconnect();
+  auto resumed = holder.Await(AcquireEvent::RESUMED, milliseconds(5000));
+  ASSERT_TRUE(resumed) << "the lease renewed on time was revoked";
+  EXPECT_EQ(zk_->Contenders(LockPath("renewed")).size(), 1u);
+  // Nobody renews any more: it expires within its ttl.
+  auto lost = holder.Await(AcquireEvent::LOST, milliseconds(5000));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::LEASE_EXPIRED);
+  EXPECT_TRUE(ContendersBecome("renewed", 0));
+}
+
+// Issue 11: a replica whose ZooKeeper server is cut off from the quorum.
+// The follower keeps the connection and answers reads from its own state,
+// but a sync needs the leader: heartbeats go unanswered. The holder must be
+// told SUSPENDED well before the session could expire (with the safe time
+// left from the last heartbeat the leader confirmed), the replica stops
+// serving, and the hold is LOST before the leader could have expired the
+// session; a heartbeat that gets through in time resumes it.
+TEST_F(FaultsTest, UnansweredHeartbeatsSuspendThenLoseBeforeTheSessionCouldExpire) {
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
+  auto stub = NewStub(r->address());
+  AcquireStream holder(stub.get(), OpenMsg("follower", milliseconds(60000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  const milliseconds timeout = fs->session_timeout();
+
+  // A short cut: SUSPENDED, then RESUMED when a heartbeat gets through.
+  auto cut = std::chrono::steady_clock::now();
+  fs->HangSyncs(true);
+  auto suspended = holder.Await(AcquireEvent::SUSPENDED, timeout);
+  ASSERT_TRUE(suspended) << "no SUSPENDED while heartbeats went unanswered";
+  auto took = std::chrono::steady_clock::now() - cut;
+  EXPECT_LT(took, timeout * 3 / 4);
+  // The safe time counts from the last confirmed heartbeat, before the cut.
+  EXPECT_LE(suspended->suspended().safe_for().seconds() * 1000 +
+                suspended->suspended().safe_for().nanos() / 1000000,
+            (timeout - std::chrono::duration_cast<milliseconds>(took)).count());
+  EXPECT_TRUE(WaitFor([&] { return !IsServing(r->address()); }, milliseconds(2000)));
+  fs->HangSyncs(false);
+  ASSERT_TRUE(holder.Await(AcquireEvent::RESUMED, timeout));
+  EXPECT_TRUE(WaitFor([&] { return IsServing(r->address()); }, timeout));
+
+  // A long cut: LOST(SESSION_EXPIRED) before the leader could expire the
+  // session (last contact + timeout), while the session still looks
+  // connected to the replica.
+  fs->HangSyncs(true);
+  cut = std::chrono::steady_clock::now();
+  ASSERT_TRUE(holder.Await(AcquireEvent::SUSPENDED, timeout));
+  auto lost = holder.Await(AcquireEvent::LOST, timeout);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::SESSION_EXPIRED) << lost->DebugString();
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, timeout);
+  EXPECT_TRUE(fs->connected());
+  // Its node is deleted (the session is in fact alive here) and the replica
+  // serves again once a heartbeat gets through.
+  fs->HangSyncs(false);
+  EXPECT_TRUE(ContendersBecome("follower", 0));
+  EXPECT_TRUE(WaitFor([&] { return IsServing(r->address()); }, timeout));
+}
+
+// Issue 11: a replica paused (SIGSTOP, a long GC-like stall) beyond its
+// session timeout. ZooKeeper expires the session meanwhile and deletes its
+// nodes; the deletion events of its own nodes wait in the socket for the
+// replica to resume. Its holder must be told LOST(SESSION_EXPIRED), not
+// DELETED (no Release happened), and its waiter must queue again on the new
+// session (SPEC §4), not end UNAVAILABLE after being granted internally
+// through its own expired session's deletion event.
+TEST_F(FaultsTest, PausedBeyondTheSessionTimeoutLosesHoldsAsExpiredAndRequeuesWaiters) {
+  UseServer(SharedZkServer().ConnectString());
+  auto proc = SpawnReplicaProcess({"--zk", connect_, "--zk-root", root_, "--zk-session-timeout", "2s"});
+  ASSERT_TRUE(proc);
+  ChildProcess* child = proc->process.get();
+  auto stub = NewStub(proc->address);
+  auto other = StartReplica(TestConfig(connect_, root_));
+  auto other_stub = NewStub(other->address());
+
+  AcquireStream holder(stub.get(), OpenMsg("paused", milliseconds(60000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  AcquireStream waiter(stub.get(), OpenMsg("paused", milliseconds(60000)));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::QUEUED));
+  AcquireStream remote(other_stub.get(), OpenMsg("paused", milliseconds(60000)));
+  ASSERT_TRUE(remote.Await(AcquireEvent::QUEUED));
+  ASSERT_TRUE(ContendersBecome("paused", 3));
+
+  child->Signal(SIGSTOP);
+  // ZooKeeper expires the paused replica's session: its two nodes go and
+  // the other replica's waiter is granted.
+  ASSERT_TRUE(ContendersBecome("paused", 1, milliseconds(15000)));
+  ASSERT_TRUE(remote.Await(AcquireEvent::ACQUIRED, milliseconds(10000)));
+  child->Signal(SIGCONT);
+
+  auto lost = holder.AwaitAfterSuspension(AcquireEvent::LOST, milliseconds(10000));
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::SESSION_EXPIRED) << lost->DebugString();
+  // The waiter queues again behind the new holder, and gets the lock after it.
+  ASSERT_TRUE(ContendersBecome("paused", 2, milliseconds(15000)));
+  EXPECT_FALSE(waiter.ended());
+  remote.SendRelease();
+  ASSERT_TRUE(remote.Await(AcquireEvent::RELEASED));
+  auto got = waiter.Await(AcquireEvent::ACQUIRED, milliseconds(15000));
+  ASSERT_TRUE(got) << (waiter.ended() ? "the waiter's stream ended" : "no ACQUIRED");
+  EXPECT_GT(got->acquired().fencing_token(), 0u);
+  waiter.SendRelease();
+  ASSERT_TRUE(waiter.Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("paused", 0));
+  child->Signal(SIGTERM);
+  EXPECT_TRUE(child->Wait(milliseconds(10000)));
 }
 
 }  // namespace

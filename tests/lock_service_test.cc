@@ -179,6 +179,25 @@ TEST_F(LockServiceTest, CancelledWaitLeavesNoNode) {
   EXPECT_TRUE(ContendersBecome("cancel", 1));
 }
 
+// A waiter that sends `release` stops waiting and its stream ends OK, as
+// the proto's AcquireRequest.release promises (it ended CANCELLED), with no
+// ACQUIRED or RELEASED; its node is gone and the holder is undisturbed.
+TEST_F(LockServiceTest, ReleaseWhileWaitingEndsOk) {
+  auto holder = Hold(s1_.get(), "release-waiting");
+  AcquireStream waiter(s2_.get(), OpenMsg("release-waiting", milliseconds(30000)));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::QUEUED));
+  ASSERT_TRUE(ContendersBecome("release-waiting", 2));
+  waiter.SendRelease();
+  auto st = waiter.AwaitEnd();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->error_code(), grpc::StatusCode::OK) << st->error_message();
+  while (auto e = waiter.Next(milliseconds(0))) {
+    EXPECT_EQ(e->type(), AcquireEvent::QUEUED) << e->DebugString();
+  }
+  EXPECT_TRUE(ContendersBecome("release-waiting", 1));
+  EXPECT_FALSE(holder->Next(milliseconds(200)));  // nothing for the holder
+}
+
 // Must-show 4c: clients that die mid-wait or while holding leave no node.
 TEST_F(LockServiceTest, DeadClientsLeaveNoNodes) {
   auto child_holder = ChildProcess::Spawn({TestBinary("acquire_child"), r1_->address(), "dead", "30000"});

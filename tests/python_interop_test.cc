@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/lock_name.h"
@@ -370,6 +372,61 @@ print("OK", flush=True)
   ASSERT_TRUE(acquired);
   EXPECT_EQ(child->AwaitLine("OK", milliseconds(20000)), std::optional<std::string>("OK"));
   EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
+// Issue 11: the Python client treats a hold whose refresh (STILL_HELD) is
+// overdue as SUSPENDED, then LOST (REFRESH_OVERDUE) when the validity it was
+// given runs out: a frozen replica (SIGSTOP) cannot tell it anything, and
+// the hold must end on the client before the lock moves on.
+TEST_F(PythonInteropTest, PythonHolderOfAFrozenReplicaStopsBeforeTheLockMovesOn) {
+  auto proc = SpawnReplicaProcess({"--zk", zk_connect_, "--zk-root", root_, "--zk-session-timeout", "2s"});
+  ASSERT_TRUE(proc);
+  ChildProcess* replica = proc->process.get();
+  const std::string address = proc->address;
+  const std::string script = R"PY(
+import sys, time
+from turnstile_client import Client, SUSPENDED, LOST
+c = Client(sys.argv[1])
+lock = c.acquire("py-frozen", wait_timeout=30, owner="py-frozen")
+left = lock.valid_until - time.monotonic()
+print("ACQUIRED", lock.fencing_token, int(left * 1000), flush=True)
+assert lock.wait_for_state(SUSPENDED, LOST, timeout=30)
+print("SUSPENDED", time.monotonic_ns(), flush=True)
+assert lock.wait_for_state(LOST, timeout=30)
+print("LOST", lock.lost_reason, time.monotonic_ns(), flush=True)
+)PY";
+  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
+                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                    "exec(sys.argv.pop(1))",
+                                    script, address});
+  ASSERT_TRUE(child);
+  auto acquired = child->AwaitLine("ACQUIRED", milliseconds(30000));
+  ASSERT_TRUE(acquired);
+  const int64_t valid_ms = std::stoll(acquired->substr(acquired->rfind(' ') + 1));
+  EXPECT_GT(valid_ms, 0);
+  EXPECT_LE(valid_ms, 2000);  // about the session timeout, never unbounded
+  AcquireStream next(s2_.get(), OpenMsg("py-frozen", milliseconds(30000), "cpp-next"));
+  ASSERT_TRUE(next.Await(AcquireEvent::QUEUED));
+
+  const auto frozen = std::chrono::steady_clock::now();
+  replica->Signal(SIGSTOP);
+  auto suspended = child->AwaitLine("SUSPENDED", milliseconds(10000));
+  ASSERT_TRUE(suspended);
+  auto lost = child->AwaitLine("LOST", milliseconds(10000));
+  ASSERT_TRUE(lost);
+  EXPECT_NE(lost->find("LOST REFRESH_OVERDUE "), std::string::npos) << *lost;
+  const int64_t suspended_ns = std::stoll(suspended->substr(suspended->rfind(' ') + 1));
+  EXPECT_LE(suspended_ns - frozen.time_since_epoch().count(), 1700 * 1000000LL);
+  const int64_t lost_ns = std::stoll(lost->substr(lost->rfind(' ') + 1));
+  auto granted = next.Await(AcquireEvent::ACQUIRED, milliseconds(20000));
+  ASSERT_TRUE(granted);
+  // Measured here after the event arrived: no earlier than the grant.
+  const int64_t granted_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  EXPECT_LT(lost_ns, granted_ns);
+  EXPECT_EQ(child->Wait(milliseconds(10000)), std::optional<int>(0));
+  replica->Signal(SIGCONT);
+  replica->Signal(SIGTERM);
+  EXPECT_TRUE(replica->Wait(milliseconds(10000)));
 }
 
 }  // namespace

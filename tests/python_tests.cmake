@@ -8,3 +8,4 @@ target_compile_definitions(python_interop_test PRIVATE
   PY_STUBS_DIR="${CMAKE_BINARY_DIR}/python"
   PY_CLIENT_DIR="${PROJECT_SOURCE_DIR}/client/python"
   PYTHON3_PATH="/usr/bin/python3")
+add_dependencies(python_interop_test turnstiled)

@@ -86,6 +86,13 @@ void AcquireStream::ReadLoop() {
   AcquireEvent ev;
   while (rw_->Read(&ev)) {
     std::lock_guard<std::mutex> l(mu_);
+    if (ev.type() == AcquireEvent::STILL_HELD) {
+      // Periodic validity refreshes are kept apart: tests await the
+      // state changes (still_held_seen() has these).
+      still_held_.push_back({std::chrono::steady_clock::now(), ev});
+      cv_.notify_all();
+      continue;
+    }
     if (ev.type() == AcquireEvent::QUEUED) queued_.push_back(ev);
     events_.push_back(ev);
     cv_.notify_all();
@@ -150,6 +157,11 @@ std::optional<grpc::Status> AcquireStream::AwaitEnd(milliseconds timeout) {
 bool AcquireStream::ended() const {
   std::lock_guard<std::mutex> l(mu_);
   return status_.has_value();
+}
+
+std::vector<AcquireStream::Refresh> AcquireStream::still_held_seen() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return still_held_;
 }
 
 std::vector<AcquireEvent> AcquireStream::queued_seen() const {
@@ -384,6 +396,22 @@ std::string TestBinary(const std::string& name) {
   // Tests run from the build tree; CMake passes the locations.
   if (name == "turnstiled") return TURNSTILED_PATH;
   return std::string(TEST_BIN_DIR) + "/" + name;
+}
+
+std::optional<ReplicaProcess> SpawnReplicaProcess(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {TestBinary("turnstiled"), "--listen", "127.0.0.1:0",
+                                   "--log-level", "error"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ReplicaProcess r;
+  r.process = ChildProcess::Spawn(argv);
+  if (!r.process) return std::nullopt;
+  // "turnstiled <id> listening on <address> ..."
+  std::optional<std::string> line = r.process->AwaitLine("turnstiled", milliseconds(20000));
+  if (!line || line->find("listening on ") == std::string::npos) return std::nullopt;
+  r.address = line->substr(line->find("listening on ") + 13);
+  r.address = r.address.substr(0, r.address.find(' '));
+  if (!WaitFor([&] { return IsServing(r.address); }, milliseconds(20000))) return std::nullopt;
+  return r;
 }
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target) {

@@ -68,6 +68,12 @@ class AcquireStream {
   void CloseWrites();  // half-close: releases
   void Cancel();       // the client goes away
   std::vector<AcquireEvent> queued_seen() const;
+  // STILL_HELD events (never returned by Next/Await) with when they came.
+  struct Refresh {
+    std::chrono::steady_clock::time_point at;
+    AcquireEvent event;
+  };
+  std::vector<Refresh> still_held_seen() const;
 
  private:
   void ReadLoop();
@@ -78,6 +84,7 @@ class AcquireStream {
   std::condition_variable cv_;
   std::deque<AcquireEvent> events_;   // GUARDED_BY(mu_)
   std::vector<AcquireEvent> queued_;  // GUARDED_BY(mu_) every QUEUED seen
+  std::vector<Refresh> still_held_;   // GUARDED_BY(mu_)
   std::optional<grpc::Status> status_;  // GUARDED_BY(mu_)
   std::mutex write_mu_;
   bool writes_done_ = false;  // GUARDED_BY(write_mu_)
@@ -161,5 +168,15 @@ std::string ReadFile(const std::string& path);
 // Path of a binary built next to the tests (e.g. "acquire_child"), or of
 // turnstiled.
 std::string TestBinary(const std::string& name);
+
+// A turnstiled in its own process (to pause, kill or signal it), listening
+// on a free loopback port, serving (waited for, 20 s at most).
+struct ReplicaProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+};
+// `args`: flags after "--listen 127.0.0.1:0 --log-level error", e.g.
+// {"--zk", connect, "--zk-root", root, "--zk-session-timeout", "2s"}.
+std::optional<ReplicaProcess> SpawnReplicaProcess(const std::vector<std::string>& args);
 
 }  // namespace turnstile::testing

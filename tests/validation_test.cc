@@ -106,7 +106,9 @@ RawAcquireResult RawAcquire(v1::LockService::Stub* stub,
   if (half_close) rw->WritesDone();
   RawAcquireResult out;
   AcquireEvent ev;
-  while (rw->Read(&ev)) out.events.push_back(ev);
+  while (rw->Read(&ev)) {
+    if (ev.type() != AcquireEvent::STILL_HELD) out.events.push_back(ev);  // periodic refresh
+  }
   out.status = rw->Finish();
   return out;
 }

@@ -421,12 +421,34 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
           lease_valid_until_ = now + valid;
         }
         phase_ = Phase::kHeld;
+        if (ev.acquired().has_refresh_within() &&
+            FromDuration(ev.acquired().refresh_within()) > Millis(0)) {
+          // The server refreshes the hold (STILL_HELD): watch for silence.
+          refresh_within_ = FromDuration(ev.acquired().refresh_within());
+          refresh_due_ = now + refresh_within_;
+          valid_until_ = now + std::max(Millis(0), FromDuration(ev.acquired().safe_for()));
+          std::thread(&HoldCore::Watchdog, shared_from_this()).detach();
+        }
         cv_.notify_all();
         return;
       }
+      case v1::AcquireEvent::STILL_HELD:
+        if (!held || refresh_within_ == Millis(0)) return;
+        refresh_within_ = std::max(Millis(1), FromDuration(ev.still_held().refresh_within()));
+        refresh_due_ = now + refresh_within_;
+        valid_until_ = now + std::max(Millis(0), FromDuration(ev.still_held().safe_for()));
+        if (phase_ == Phase::kSuspended && silent_) {
+          phase_ = Phase::kHeld;
+          silent_ = false;
+          message_ = "the replica's refresh arrived again";
+          NotifyLocked(l);
+        }
+        cv_.notify_all();  // the watchdog re-plans
+        return;
       case v1::AcquireEvent::SUSPENDED:
         if (!held) return;
         phase_ = Phase::kSuspended;
+        silent_ = false;
         suspend_deadline_ = now + std::max(Millis(0), FromDuration(ev.suspended().safe_for()));
         message_ = "the replica lost its ZooKeeper connection";
         NotifyLocked(l);
@@ -434,6 +456,12 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
       case v1::AcquireEvent::RESUMED:
         if (phase_ != Phase::kSuspended) return;
         phase_ = Phase::kHeld;
+        silent_ = false;
+        if (refresh_within_ > Millis(0) && ev.has_still_held()) {
+          refresh_within_ = std::max(Millis(1), FromDuration(ev.still_held().refresh_within()));
+          valid_until_ = now + std::max(Millis(0), FromDuration(ev.still_held().safe_for()));
+        }
+        refresh_due_ = now + refresh_within_;
         message_ = "the replica's ZooKeeper connection is back";
         NotifyLocked(l);
         return;
@@ -453,6 +481,49 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         return;
       default:
         return;
+    }
+  }
+
+  // A frozen replica or a stalled stream sends nothing, not even LOST: when
+  // no refresh comes within refresh_within the hold is SUSPENDED here, with
+  // the validity the last refresh gave; when that runs out (or a server
+  // SUSPENDED's safe time does) it is LOST here and the stream is cancelled
+  // (a live replica then deletes the node). Runs from the grant until the
+  // hold ends; holds a reference, so the core outlives it.
+  static void Watchdog(std::shared_ptr<HoldCore> self) {
+    std::unique_lock<std::mutex> l(self->mu_);
+    for (;;) {
+      const bool held = self->phase_ == Phase::kHeld || self->phase_ == Phase::kSuspended;
+      if (!held || self->ended_ || self->releasing_) return;
+      const Clock::time_point now = Clock::now();
+      if (self->phase_ == Phase::kHeld) {
+        if (now >= self->refresh_due_) {
+          self->phase_ = Phase::kSuspended;
+          self->silent_ = true;
+          self->suspend_deadline_ = self->valid_until_;
+          self->message_ = "no refresh from the replica within " +
+                           std::to_string(self->refresh_within_.count()) +
+                           "ms: the replica or the stream may have failed";
+          self->NotifyLocked(l);
+          continue;
+        }
+        self->cv_.wait_until(l, self->refresh_due_);
+        continue;
+      }
+      // Suspended (by the server, or by silence).
+      if (now >= self->suspend_deadline_) {
+        self->phase_ = Phase::kLost;
+        self->lost_reason_ = self->silent_ ? "REFRESH_OVERDUE" : "SESSION_EXPIRED";
+        self->message_ = self->silent_
+                             ? "no refresh from the replica before the hold's validity ran out"
+                             : "the replica's safe time ran out before its ZooKeeper "
+                               "connection came back";
+        self->NotifyLocked(l);
+        l.unlock();
+        self->ctx_.TryCancel();  // a live replica deletes the node
+        return;
+      }
+      self->cv_.wait_until(l, self->suspend_deadline_);
     }
   }
 
@@ -508,9 +579,9 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     }
     std::optional<Clock::time_point> deadline;
     if (ttl_ > Millis(0)) deadline = lease_valid_until_;
-    if (s.state == LockState::kSuspended) {
-      deadline = deadline ? std::min(*deadline, suspend_deadline_) : suspend_deadline_;
-    }
+    auto bound = [&](Clock::time_point t) { deadline = deadline ? std::min(*deadline, t) : t; };
+    if (refresh_within_ > Millis(0)) bound(valid_until_);  // the latest refresh's validity
+    if (s.state == LockState::kSuspended) bound(suspend_deadline_);
     s.valid_for = deadline ? Left(*deadline, now) : Millis::max();
     return s;
   }
@@ -575,6 +646,11 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   uint64_t token_ = 0;                     // likewise
   Clock::time_point lease_valid_until_;    // GUARDED_BY(mu_) ttl > 0 only
   Clock::time_point suspend_deadline_;     // GUARDED_BY(mu_) kSuspended only
+  // From ACQUIRED / STILL_HELD (servers that refresh; 0 = an older server):
+  Millis refresh_within_{0};               // GUARDED_BY(mu_)
+  Clock::time_point refresh_due_;          // GUARDED_BY(mu_) next refresh expected by
+  Clock::time_point valid_until_;          // GUARDED_BY(mu_) the latest refresh's validity
+  bool silent_ = false;                    // GUARDED_BY(mu_) kSuspended by the watchdog
   std::string lost_reason_;                // GUARDED_BY(mu_)
   std::string message_;                    // GUARDED_BY(mu_)
   bool ended_ = false;                     // GUARDED_BY(mu_)

@@ -63,7 +63,8 @@ struct ClientOptions {
 
 enum class LockState {
   kHeld,       // granted and not in doubt
-  kSuspended,  // the replica lost ZooKeeper: held for at most valid_for()
+  kSuspended,  // in doubt: the replica lost ZooKeeper, or the replica's
+               // refresh (STILL_HELD) is overdue; held for at most valid_for()
   kLost,       // the hold is gone (lost_reason says why); stop using it
   kReleased,   // released by this handle (or the last reentrant handle)
 };
@@ -71,13 +72,18 @@ const char* LockStateName(LockState s);
 
 struct LockStatus {
   LockState state = LockState::kHeld;
-  // How long the hold is still known valid from now: for TTL leases the
-  // time to the next required renewal; while suspended the server's safe
-  // time minus what has elapsed; 0 once lost or released. Millis::max()
-  // when the hold has no deadline (no TTL, not suspended).
+  // How long the hold is still known valid from now: the earliest of the
+  // validity the replica's latest refresh gave (ACQUIRED / STILL_HELD:
+  // about a session timeout, renewed every fifth of it), for TTL leases the
+  // time to the next required renewal, and while suspended the safe time
+  // minus what has elapsed; 0 once lost or released. Millis::max() only
+  // against a server that sends no refreshes, without TTL, not suspended.
   Millis valid_for{0};
   // For kLost: SESSION_EXPIRED, LEASE_EXPIRED, DELETED, SHUTDOWN,
-  // CONNECTION (the stream to the replica broke).
+  // CONNECTION (the stream to the replica broke), REFRESH_OVERDUE (the
+  // replica stopped refreshing the hold, e.g. it froze, and its validity ran
+  // out; the library then cancels the stream). A hold whose refresh is
+  // overdue is kSuspended first, and kHeld again if a refresh comes in time.
   std::string lost_reason;
   std::string message;
 };

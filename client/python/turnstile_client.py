@@ -139,6 +139,15 @@ class Lock:
         self.safe_until: Optional[float] = None
         self.lost_reason: Optional[str] = None
         self.lost_message: str = ""
+        # From ACQUIRED / STILL_HELD (a server that refreshes holds): the
+        # hold is certainly valid until valid_until (time.monotonic()); when
+        # no refresh comes within refresh_within the lock is SUSPENDED here,
+        # and LOST (reason REFRESH_OVERDUE, the stream cancelled) once
+        # valid_until has passed. None against an older server.
+        self.valid_until: Optional[float] = None
+        self._refresh_within = 0.0
+        self._refresh_due = 0.0
+        self._silent = False           # SUSPENDED by the watchdog, not the server
         self._ttl = _seconds(open_msg.ttl)
         self._keepalive: Optional[threading.Thread] = None
         self._requests.put(client._pb2.AcquireRequest(open=open_msg))
@@ -237,6 +246,7 @@ class Lock:
         pb = self._client._pb2
         T = pb.AcquireEvent
         start_keepalive = False
+        start_watchdog = False
         with self._cond:
             if ev.type == T.QUEUED:
                 self.position = ev.queued.position
@@ -248,13 +258,36 @@ class Lock:
                 self.session_timeout = _seconds(a.session_timeout)
                 self._state = HELD
                 start_keepalive = self._ttl > 0
+                if a.HasField("refresh_within") and _seconds(a.refresh_within) > 0:
+                    now = time.monotonic()
+                    self._refresh_within = _seconds(a.refresh_within)
+                    self._refresh_due = now + self._refresh_within
+                    self.valid_until = now + _seconds(a.safe_for)
+                    start_watchdog = True
+            elif ev.type == T.STILL_HELD:
+                if self._state in (HELD, SUSPENDED) and self._refresh_within > 0:
+                    now = time.monotonic()
+                    self._refresh_within = max(_seconds(ev.still_held.refresh_within), 0.001)
+                    self._refresh_due = now + self._refresh_within
+                    self.valid_until = now + _seconds(ev.still_held.safe_for)
+                    if self._state == SUSPENDED and self._silent:
+                        self._state = HELD
+                        self._silent = False
+                        self.safe_until = None
             elif ev.type == T.SUSPENDED:
                 if self._state == HELD:
                     self._state = SUSPENDED
+                self._silent = False
                 self.safe_until = time.monotonic() + _seconds(ev.suspended.safe_for)
             elif ev.type == T.RESUMED:
                 if self._state == SUSPENDED:
                     self._state = HELD
+                self._silent = False
+                now = time.monotonic()
+                if self._refresh_within > 0 and ev.HasField("still_held"):
+                    self._refresh_within = max(_seconds(ev.still_held.refresh_within), 0.001)
+                    self.valid_until = now + _seconds(ev.still_held.safe_for)
+                self._refresh_due = now + self._refresh_within
                 self.safe_until = None
             elif ev.type == T.LOST:
                 self._state = LOST
@@ -267,6 +300,45 @@ class Lock:
             self._keepalive = threading.Thread(
                 target=self._renew, name="turnstile-lock-keepalive", daemon=True)
             self._keepalive.start()
+        if start_watchdog:
+            threading.Thread(target=self._watchdog, name="turnstile-lock-watchdog",
+                             daemon=True).start()
+
+    def _watchdog(self) -> None:
+        """A frozen replica or a stalled stream sends nothing, not even LOST:
+        silence past refresh_within makes the hold SUSPENDED here, and LOST
+        when its validity (or a server SUSPENDED's safe time) runs out."""
+        cancel = False
+        with self._cond:
+            while self._state in (HELD, SUSPENDED) and not self._ended \
+                    and not self._releasing:
+                now = time.monotonic()
+                if self._state == HELD:
+                    if now >= self._refresh_due:
+                        self._state = SUSPENDED
+                        self._silent = True
+                        self.safe_until = self.valid_until
+                        self._cond.notify_all()
+                        continue
+                    self._cond.wait(self._refresh_due - now)
+                    continue
+                deadline = self.safe_until if self.safe_until is not None else now
+                if now >= deadline:
+                    self._state = LOST
+                    if self._silent:
+                        self.lost_reason = "REFRESH_OVERDUE"
+                        self.lost_message = ("no refresh from the replica before the "
+                                             "hold's validity ran out")
+                    else:
+                        self.lost_reason = "SESSION_EXPIRED"
+                        self.lost_message = ("the replica's safe time ran out before its "
+                                             "ZooKeeper connection came back")
+                    self._cond.notify_all()
+                    cancel = True
+                    break
+                self._cond.wait(deadline - now)
+        if cancel:
+            self._call.cancel()  # a live replica deletes the node
 
     def _renew(self) -> None:
         interval = max(self._ttl / 3.0, 0.1)
