@@ -30,18 +30,26 @@
 namespace turnstile {
 
 // How long holds stay certainly valid, from `now`, for a session that
-// ZooKeeper certainly saw alive at `last_alive` (a read sent then
+// ZooKeeper's leader certainly heard from at `last_alive` (a sync sent then
 // succeeded): the earliest possible expiry, last_alive + timeout, minus a
-// margin for what the replica cannot see: the last heartbeat's round trip
-// (the contact may be older than its reply suggests), clock-rate drift
-// between this host and ZooKeeper's and the time the event takes to reach
-// the client: max(200 ms, 2 % of the timeout). Never negative.
+// margin for what the replica cannot see:
+// - the relay lag, timeout / 4: a follower tells the leader of a session's
+//   activity only in its next ping reply (every half tick), and a heartbeat
+//   is sent every fifth of the timeout, so the leader's latest news of the
+//   session may be older than the latest sync by max(heartbeat interval,
+//   tick / 2); with ZooKeeper's minimum timeout of 2 ticks that is at most
+//   timeout / 4;
+// - the last heartbeat's round trip (the contact may be older than its
+//   reply suggests);
+// - clock-rate drift between this host and ZooKeeper's and the time the
+//   event takes to reach the client: max(200 ms, 2 % of the timeout).
+// Never negative.
 inline std::chrono::milliseconds SafeForFrom(TimerQueue::Clock::time_point last_alive,
                                              std::chrono::milliseconds timeout,
                                              std::chrono::milliseconds heartbeat_rtt,
                                              TimerQueue::Clock::time_point now) {
   const std::chrono::milliseconds margin =
-      heartbeat_rtt + std::max(std::chrono::milliseconds(200), timeout / 50);
+      timeout / 4 + heartbeat_rtt + std::max(std::chrono::milliseconds(200), timeout / 50);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       last_alive + timeout - margin - now);
   return left.count() > 0 ? left : std::chrono::milliseconds(0);

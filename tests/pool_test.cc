@@ -73,15 +73,17 @@ TEST(SessionIndexForTest, StableAndSpread) {
 }
 
 // Issue 11: SUSPENDED.safe_for and the suspend timer keep a margin before
-// the earliest possible expiry: the heartbeat's round trip plus
-// max(200 ms, 2 % of the timeout).
+// the earliest possible expiry: the follower-to-leader relay lag (a quarter
+// of the timeout), the heartbeat's round trip and max(200 ms, 2 % of the
+// timeout).
 TEST(SafeForTest, KeepsAMarginBeforeTheEarliestExpiry) {
   using std::chrono::milliseconds;
   const auto t = TimerQueue::Clock::now();
-  EXPECT_EQ(SafeForFrom(t, milliseconds(10000), milliseconds(30), t), milliseconds(10000 - 30 - 200));
-  EXPECT_EQ(SafeForFrom(t, milliseconds(30000), milliseconds(0), t), milliseconds(30000 - 600));
+  EXPECT_EQ(SafeForFrom(t, milliseconds(10000), milliseconds(30), t),
+            milliseconds(10000 - 2500 - 30 - 200));
+  EXPECT_EQ(SafeForFrom(t, milliseconds(30000), milliseconds(0), t), milliseconds(30000 - 7500 - 600));
   EXPECT_EQ(SafeForFrom(t, milliseconds(6000), milliseconds(10), t + milliseconds(1000)),
-            milliseconds(6000 - 1000 - 10 - 200));
+            milliseconds(6000 - 1500 - 1000 - 10 - 200));
   EXPECT_EQ(SafeForFrom(t, milliseconds(6000), milliseconds(10), t + milliseconds(7000)),
             milliseconds(0));
 }
