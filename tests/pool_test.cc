@@ -294,7 +294,7 @@ TEST_F(PoolTest, WaitersBeyondOneSessionsBudgetSurviveAZooKeeperRestart) {
 
   ReplicaConfig cfg = TestConfig(zk.ConnectString(), root_);
   cfg.zk_sessions = kPool;
-  cfg.zk_session_timeout = milliseconds(20000);
+  cfg.zk_session_timeout = milliseconds(30000);
   cfg.max_contenders_per_lock = 2000;
   cfg.max_streams = 10;  // engine-level contenders: no streams needed
   // ~1,100 contenders per session: the 4,000 waiters need the whole pool.

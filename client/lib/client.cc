@@ -381,6 +381,9 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   void OnLeaseGone(const std::string& message) {
     std::unique_lock<std::mutex> l(mu_);
     if (phase_ != Phase::kHeld && phase_ != Phase::kSuspended) return;
+    // Our own Release deleted the node before RELEASED reached us: a
+    // renewal in flight then finds the lease gone. Not a loss.
+    if (releasing_) return;
     phase_ = Phase::kLost;
     lost_reason_ = "LEASE_EXPIRED";
     message_ = message.empty() ? "KeepAlive: the lease is gone" : "KeepAlive: " + message;
