@@ -186,8 +186,10 @@ std::string StatusJson(const std::string& event, const LockStatus& s) {
 
 int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   Millis wait(3600 * 1000), ttl(0), hold(0);
+  bool shared = false;
   FlagSet f("turnstile acquire NAME");
   f.Duration("wait", &wait, "how long to wait for the lock (0 = try once)");
+  f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically (0 = while connected)");
   f.Duration("hold", &hold, "release after this long (0 = hold until interrupted)");
   bool help = false;
@@ -210,6 +212,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   AcquireOptions o;
   o.wait_timeout = wait;
   o.ttl = ttl;
+  o.shared = shared;
   o.on_queued = [&](int64_t position) {
     if (g.json()) {
       PrintLine(absl::StrCat("{\"event\":\"queued\",\"position\":", position, "}"));
@@ -276,6 +279,8 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   FlagSet f("turnstile run NAME [flags] -- CMD ARGS...");
   f.Duration("timeout", &timeout, "how long to wait for the lock (0 = try once)");
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically while CMD runs (0 = while connected)");
+  bool shared = false;
+  f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
   f.Duration("grace", &grace, "if the lock is lost: time between SIGTERM and SIGKILL to CMD");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
@@ -301,6 +306,7 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   AcquireOptions o;
   o.wait_timeout = timeout;
   o.ttl = ttl;
+  o.shared = shared;
   o.on_change = [&](const LockStatus& s) { watch.OnChange(s); };
   auto lock = (*client)->Acquire(name, o);
   if (!lock.ok()) return ReportError(g, lock.status());

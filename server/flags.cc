@@ -75,6 +75,23 @@ void FlagSet::Duration(const std::string& name, std::chrono::milliseconds* targe
                     }});
 }
 
+void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
+  Flag f{name, help, *target ? "true" : "false",
+         [target, name](const std::string& v) {
+           if (v == "true" || v == "1") {
+             *target = true;
+           } else if (v == "false" || v == "0") {
+             *target = false;
+           } else {
+             return absl::InvalidArgumentError(
+                 absl::StrCat("--", name, ": \"", v, "\" is not true/false/1/0"));
+           }
+           return absl::OkStatus();
+         }};
+  f.is_switch = true;
+  flags_.push_back(std::move(f));
+}
+
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
   for (auto& f : flags_) {
     if (f.name == name) return &f;
@@ -120,7 +137,9 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name, " (see --help)"));
     }
-    if (!has_value) {
+    if (!has_value && f->is_switch) {
+      value = "true";
+    } else if (!has_value) {
       if (i + 1 >= argc) {
         return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       }

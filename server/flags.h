@@ -27,6 +27,9 @@ class FlagSet {
   void Int(const std::string& name, int64_t* target, const std::string& help);
   void Duration(const std::string& name, std::chrono::milliseconds* target,
                 const std::string& help);
+  // A switch: "--name" alone sets it; "--name=false" / "=0" clears it (and
+  // the environment variable takes true/false/1/0).
+  void Bool(const std::string& name, bool* target, const std::string& help);
 
   // Applies environment variables, then argv (--name=value or --name value).
   // Returns the positional arguments. Sets *help_requested on --help/-h.
@@ -41,6 +44,7 @@ class FlagSet {
     std::string help;
     std::string default_text;
     std::function<absl::Status(const std::string&)> set;
+    bool is_switch = false;  // takes no separate value argument
   };
   Flag* Find(const std::string& name);
 

@@ -140,11 +140,6 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
         "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
         "..", lim.max_ttl.count(), "ms"));
   }
-  if (p.kind != ContenderKind::kExclusive) {
-    return absl::InvalidArgumentError(
-        "kind: only LOCK_KIND_EXCLUSIVE is supported");
-  }
-
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -587,10 +582,11 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 }
 
 // Re-decides from the shared view: nodes ahead can only disappear. The
-// mutex rule looks only at the entry directly ahead (O(log n)).
+// mutex rule looks only at the entry directly ahead (O(log n)); a shared
+// contender at the nearest exclusive ahead (readers in between coexist).
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
-  const LockQueue::Entry* ahead = lock.queue.Ahead(c->seq);
+  const LockQueue::Entry* ahead = lock.queue.Blocker(c->seq, c->params.kind);
   if (ahead == nullptr) {
     Grant(c, from_listing);
     return;
@@ -744,10 +740,23 @@ void LockEngine::Arm(Contender* c) {
 // that node changes.
 void LockEngine::Disarm(Contender* c) {
   if (c->watch_key != 0 && !c->watching.empty()) {
-    // Mutex: a node is watched by the contender behind it and, if it is
-    // this replica's, by its own holder. Only a node of another replica
-    // has no other watcher here.
-    const bool only_watcher = by_path_.count(c->lock_path + "/" + c->watching) == 0;
+    // A node is watched by the contenders it blocks (one for a mutex; the
+    // readers behind a writer) and, if it is this replica's, by its own
+    // holder. The server's watch goes only when none of them is left.
+    bool only_watcher = by_path_.count(c->lock_path + "/" + c->watching) == 0;
+    if (only_watcher && c->params.kind == ContenderKind::kShared) {
+      auto lk = locks_.find(c->segment);
+      if (lk != locks_.end()) {
+        for (uint64_t other : lk->second.ids) {
+          auto it = contenders_.find(other);
+          if (other != c->id && it != contenders_.end() && it->second->watch_key != 0 &&
+              it->second->watching == c->watching) {
+            only_watcher = false;
+            break;
+          }
+        }
+      }
+    }
     c->zk()->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
@@ -762,14 +771,29 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   if (!q.Erase(gone->sequence, node)) return;
   const bool top = !handoff_from_;
   if (top) handoff_from_ = Clock::now();
-  // Only the contender directly behind may now hold or watch another node.
-  Contender* next = LocalOf(q.Behind(gone->sequence));
-  if (next != nullptr && next->state == State::kWaiting) {
-    if (next->watching == node) {
-      next->watching.clear();
-      next->watch_key = 0;
+  // Who may now hold or watch another node: the contender directly behind
+  // (it watched the node, or a shared one watched an exclusive further
+  // ahead and gains nothing: Advance finds the same blocker); and when an
+  // exclusive node went, every shared contender behind it up to the next
+  // exclusive one (they all watched it). A reader's departure concerns only
+  // the one behind it, so it costs no walk.
+  std::vector<Contender*> next;
+  q.ForBehind(gone->sequence, [&](int32_t, const LockQueue::Entry& e) {
+    Contender* n = LocalOf(&e);
+    if (n != nullptr && n->state == State::kWaiting && (next.empty() || n->watching == node)) {
+      next.push_back(n);
+    } else if (next.empty()) {
+      next.push_back(nullptr);  // the one directly behind is not a local waiter
     }
-    Advance(next, false);
+    return gone->kind == ContenderKind::kExclusive && e.kind == ContenderKind::kShared;
+  });
+  for (Contender* n : next) {
+    if (n == nullptr) continue;
+    if (n->watching == node) {
+      n->watching.clear();
+      n->watch_key = 0;
+    }
+    Advance(n, false);
   }
   if (top) handoff_from_.reset();
   RefreshPositions(segment, kFrontPositions);

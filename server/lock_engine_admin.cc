@@ -176,11 +176,16 @@ void LockEngine::Describe(
                      LockDescription d;
                      d.name = name;
                      int64_t pos = 0;
+                     bool exclusive_ahead = false;
                      for (auto& v : g->views) {
                        if (!v) continue;  // left while we looked
                        v->position = ++pos;
-                       // Mutex: the first live contender holds.
-                       (pos == 1 ? d.holders : d.waiters).push_back(*v);
+                       // ordering.h: an exclusive contender holds when it is
+                       // first; a shared one when no exclusive is ahead.
+                       const bool shared = v->kind == ContenderKind::kShared;
+                       const bool holds = shared ? !exclusive_ahead : pos == 1;
+                       if (!shared) exclusive_ahead = true;
+                       (holds ? d.holders : d.waiters).push_back(*v);
                      }
                      l.unlock();
                      if (pos == 0) return done(not_found());

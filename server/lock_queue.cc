@@ -62,6 +62,22 @@ const LockQueue::Entry* LockQueue::Behind(int32_t seq) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+const LockQueue::Entry* LockQueue::NearestExclusiveAhead(int32_t seq) const {
+  auto it = entries_.lower_bound(seq);
+  while (it != entries_.begin()) {
+    --it;
+    if (it->second.kind == ContenderKind::kExclusive) return &it->second;
+  }
+  return nullptr;
+}
+
+void LockQueue::ForBehind(int32_t seq,
+                          const std::function<bool(int32_t, const Entry&)>& fn) const {
+  for (auto it = entries_.upper_bound(seq); it != entries_.end(); ++it) {
+    if (!fn(it->first, it->second)) return;
+  }
+}
+
 int64_t LockQueue::CountAhead(int32_t seq) const {
   return static_cast<int64_t>(std::distance(entries_.begin(), entries_.lower_bound(seq)));
 }

@@ -65,6 +65,19 @@ class LockQueue {
   // nullptr if none.
   const Entry* Ahead(int32_t seq) const;
   const Entry* Behind(int32_t seq) const;
+  // The nearest exclusive entry ahead of `seq`; nullptr if none. O(number
+  // of shared entries in between).
+  const Entry* NearestExclusiveAhead(int32_t seq) const;
+  // The entry that blocks a contender of `kind` at `seq` (ordering.h's rule
+  // for a mutex and shared/exclusive): an exclusive one waits for the entry
+  // directly ahead, a shared one for the nearest exclusive ahead. nullptr:
+  // it may hold.
+  const Entry* Blocker(int32_t seq, ContenderKind kind) const {
+    return kind == ContenderKind::kShared ? NearestExclusiveAhead(seq) : Ahead(seq);
+  }
+  // Calls fn(seq, entry) for the entries behind `seq` in queue order until
+  // fn returns false.
+  void ForBehind(int32_t seq, const std::function<bool(int32_t, const Entry&)>& fn) const;
   // Number of entries ahead of `seq`. O(position).
   int64_t CountAhead(int32_t seq) const;
 

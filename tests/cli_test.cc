@@ -158,6 +158,23 @@ TEST_F(CliTest, TwoRunsOnOneLockNeverOverlap) {
 }
 
 // --output json: every line is one JSON object (checked with Python's json).
+// Issue 12: --shared takes a read hold beside another shared holder; the
+// same try-once without --shared is refused (exit 75).
+TEST_F(CliTest, SharedRunsBesideAnotherReader) {
+  v1::AcquireOpen open = OpenMsg("books", milliseconds(10000), "reader");
+  open.set_kind(v1::LOCK_KIND_SHARED);
+  AcquireStream reader(stub_.get(), open);
+  ASSERT_TRUE(reader.Await(AcquireEvent::ACQUIRED));
+  auto shared = ChildProcess::Spawn(Cli({"run", "books", "--shared", "--timeout", "0", "--",
+                                         "/bin/sh", "-c", "exit 7"}));
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->Wait(milliseconds(20000)), std::optional<int>(7));
+  auto exclusive = ChildProcess::Spawn(Cli({"run", "books", "--timeout", "0", "--",
+                                            "/bin/sh", "-c", "exit 7"}));
+  ASSERT_TRUE(exclusive);
+  EXPECT_EQ(exclusive->Wait(milliseconds(20000)), std::optional<int>(75));
+}
+
 TEST_F(CliTest, JsonOutputParses) {
   AcquireStream holder(stub_.get(), OpenMsg("json\"lock", milliseconds(10000), "o\"wner"));
   ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));

@@ -374,6 +374,39 @@ print("OK", flush=True)
   EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
+// Issue 12: the Python client takes a shared (read) hold beside a C++
+// reader with a try-once; an exclusive try-once is refused.
+TEST_F(PythonInteropTest, PythonSharedHoldBesideACppReader) {
+  v1::AcquireOpen open = OpenMsg("py-books", milliseconds(60000), "cpp-reader");
+  open.set_kind(v1::LOCK_KIND_SHARED);
+  AcquireStream reader(s2_.get(), open);
+  ASSERT_TRUE(reader.Await(AcquireEvent::ACQUIRED));
+  const std::string script = R"PY(
+import sys
+from turnstile_client import Client, TurnstileError
+c = Client(sys.argv[1])
+lock = c.acquire("py-books", wait_timeout=0, owner="py-reader", shared=True)
+print("SHARED", lock.state, lock.fencing_token, flush=True)
+try:
+    c.acquire("py-books", wait_timeout=0, owner="py-writer")
+    print("EXCLUSIVE granted", flush=True)
+except TurnstileError as e:
+    print("EXCLUSIVE", e.code.name, flush=True)
+lock.release()
+)PY";
+  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
+                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                    "exec(sys.argv.pop(1))",
+                                    script, r1_->address()});
+  ASSERT_TRUE(child);
+  auto shared = child->AwaitLine("SHARED", milliseconds(30000));
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->rfind("SHARED held ", 0), 0u) << *shared;
+  EXPECT_EQ(child->AwaitLine("EXCLUSIVE", milliseconds(30000)),
+            std::optional<std::string>("EXCLUSIVE FAILED_PRECONDITION"));
+  EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
 // Issue 11: the Python client treats a hold whose refresh (STILL_HELD) is
 // overdue as SUSPENDED, then LOST (REFRESH_OVERDUE) when the validity it was
 // given runs out: a frozen replica (SIGSTOP) cannot tell it anything, and

@@ -344,9 +344,9 @@ std::vector<OpenRow> OpenRows() {
       {"ttl 500ms", Ttl(milliseconds(500)), kOk, {}, ""},
       {"ttl 3600s", Ttl(kHour), kOk, {}, ""},
       {"ttl 3600s+1ms", Ttl(kHour + milliseconds(1)), kBad, {"ttl"}, "3600000"},
-      // kind: EXCLUSIVE (or unspecified) only.
+      // kind: EXCLUSIVE, SHARED (or unspecified, = EXCLUSIVE); nothing else.
       {"kind LOCK_KIND_EXCLUSIVE", Kind(v1::LOCK_KIND_EXCLUSIVE), kOk, {}, ""},
-      {"kind LOCK_KIND_SHARED", Kind(v1::LOCK_KIND_SHARED), kBad, {"kind"}, ""},
+      {"kind LOCK_KIND_SHARED", Kind(v1::LOCK_KIND_SHARED), kOk, {}, ""},
       {"kind value 7", Kind(7), kBad, {"kind", "7"}, ""},
   };
 }

@@ -897,7 +897,7 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   SetDuration(options.wait_timeout, open.mutable_wait_timeout());
   SetDuration(options.ttl, open.mutable_ttl());
   open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
-  open.set_kind(v1::LOCK_KIND_EXCLUSIVE);
+  open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
 
   // A wait that ends UNAVAILABLE (the replica is draining, lost ZooKeeper,
   // or cannot be reached; or CANCELLED by a replica shutting down) is

@@ -94,6 +94,9 @@ struct AcquireOptions {
   std::string owner;       // empty = ClientOptions.default_owner
   std::map<std::string, std::string> metadata;
   bool reentrant = false;
+  // A shared (read) hold: coexists with other shared holders of the name,
+  // excludes exclusive ones; FIFO across both kinds (LOCK_KIND_SHARED).
+  bool shared = false;
   // Called with the queue position while waiting (1 = next in line).
   std::function<void(int64_t position)> on_queued;
   // Called on every state change after the grant (kSuspended, kHeld again on

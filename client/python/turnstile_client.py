@@ -432,9 +432,11 @@ class Client:
 
     def acquire(self, name: str, wait_timeout: float = 60.0, ttl: float = 0.0,
                 owner: str = "", metadata: Optional[Dict[str, str]] = None,
-                grace: float = 15.0) -> Lock:
+                grace: float = 15.0, shared: bool = False) -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
+        shared=True: a read hold (LOCK_KIND_SHARED), together with other
+        shared holders, FIFO behind any writer queued earlier.
         Returns a held Lock, or raises TurnstileError with the status code
         the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
         DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
@@ -445,7 +447,8 @@ class Client:
         backoff = 0.05
         while True:
             try:
-                return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace)
+                return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
+                                          shared)
             except TurnstileError as e:
                 # CANCELLED here comes from the server side (a replica that
                 # shuts down cancels the calls it still has): retried too.
@@ -457,12 +460,13 @@ class Client:
             backoff = min(backoff * 2, 1.0)
             wait_timeout = max(end - time.monotonic(), 0.001)
 
-    def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace) -> Lock:
+    def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
+                      shared=False) -> Lock:
         pb = self._pb2
         open_msg = pb.AcquireOpen(
             name=name, owner=owner, metadata=metadata or {},
             wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
-            kind=pb.LOCK_KIND_EXCLUSIVE)
+            kind=pb.LOCK_KIND_SHARED if shared else pb.LOCK_KIND_EXCLUSIVE)
         lock = Lock(self, name, open_msg)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:

@@ -1,0 +1,206 @@
+// Lock kinds (issue 12) through gRPC against real ZooKeeper: shared/exclusive
+// (read/write) locks on one name: readers coexist, a writer holds alone, FIFO
+// across kinds (a writer queued behind readers is never overtaken by readers
+// that queued after it), herd-free waiting (a reader watches only the nearest
+// writer ahead, a writer its predecessor), Describe's holders and kinds.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "server/lock_name.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using v1::AcquireEvent;
+
+int64_t Mntr(const std::string& key) {
+  auto m = SharedZkServer().Mntr();
+  EXPECT_TRUE(m.ok()) << m.status();
+  int64_t v = -1;
+  if (m.ok() && m->count(key)) EXPECT_TRUE(absl::SimpleAtoi(m->at(key), &v)) << m->at(key);
+  return v;
+}
+
+v1::AcquireOpen Open(const std::string& name, bool shared, const std::string& owner) {
+  v1::AcquireOpen o = OpenMsg(name, milliseconds(60000), owner);
+  o.set_kind(shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
+  return o;
+}
+
+class KindsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    connect_ = SharedZkServer().ConnectString();
+    root_ = UniqueRoot("kinds");
+    r1_ = StartReplica(TestConfig(connect_, root_));
+    r2_ = StartReplica(TestConfig(connect_, root_));
+    ASSERT_TRUE(r1_ && r2_);
+    s1_ = NewStub(r1_->address());
+    s2_ = NewStub(r2_->address());
+    zk_ = std::make_unique<SyncZk>(connect_);
+  }
+  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+  bool ContendersBecome(const std::string& name, size_t n) {
+    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; }, milliseconds(20000));
+  }
+  // Starts a contender and waits until its node exists (QUEUED or ACQUIRED
+  // arrived), so the queue order is the order of these calls.
+  std::unique_ptr<AcquireStream> Join(v1::LockService::Stub* stub, const std::string& name,
+                                      bool shared, const std::string& owner) {
+    auto s = std::make_unique<AcquireStream>(stub, Open(name, shared, owner));
+    auto ev = s->Next();
+    EXPECT_TRUE(ev) << owner << " got no first event";
+    if (ev) {
+      EXPECT_TRUE(ev->type() == AcquireEvent::QUEUED || ev->type() == AcquireEvent::ACQUIRED)
+          << ev->ShortDebugString();
+      if (ev->type() == AcquireEvent::ACQUIRED) tokens_[owner] = ev->acquired().fencing_token();
+    }
+    return s;
+  }
+  uint64_t Granted(AcquireStream& s, const std::string& owner) {
+    auto ev = s.Await(AcquireEvent::ACQUIRED);
+    EXPECT_TRUE(ev) << owner << " was not granted";
+    if (!ev) return 0;
+    return tokens_[owner] = ev->acquired().fencing_token();
+  }
+  void Release(AcquireStream& s) {
+    s.SendRelease();
+    EXPECT_TRUE(s.Await(AcquireEvent::RELEASED));
+  }
+  // Nothing but QUEUED arrived (and nothing is pending).
+  static bool StillWaiting(AcquireStream& s) {
+    while (auto ev = s.Next(milliseconds(0))) {
+      if (ev->type() != AcquireEvent::QUEUED) return false;
+    }
+    return !s.ended();
+  }
+
+  std::string connect_, root_;
+  std::unique_ptr<Replica> r1_, r2_;
+  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
+  std::unique_ptr<SyncZk> zk_;
+  std::map<std::string, uint64_t> tokens_;
+};
+
+TEST_F(KindsTest, ReadersOverlapAWriterHoldsAloneAndFifoHoldsAcrossKinds) {
+  auto r1 = Join(s1_.get(), "rw", true, "reader-1");
+  auto r2 = Join(s2_.get(), "rw", true, "reader-2");
+  ASSERT_TRUE(tokens_.count("reader-1") && tokens_.count("reader-2")) << "readers must overlap";
+  auto w = Join(s1_.get(), "rw", false, "writer");
+  auto r3 = Join(s2_.get(), "rw", true, "reader-3");  // after the writer: waits for it
+  auto r4 = Join(s1_.get(), "rw", true, "reader-4");
+  ASSERT_TRUE(ContendersBecome("rw", 5));
+
+  // Describe: two shared holders, then the writer and the late readers.
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("rw");
+    v1::DescribeResponse resp;
+    ASSERT_TRUE(s2_->Describe(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.holders_size(), 2);
+    ASSERT_EQ(resp.waiters_size(), 3);
+    EXPECT_EQ(resp.holders(0).owner(), "reader-1");
+    EXPECT_EQ(resp.holders(1).owner(), "reader-2");
+    EXPECT_EQ(resp.holders(0).kind(), v1::LOCK_KIND_SHARED);
+    EXPECT_EQ(resp.waiters(0).owner(), "writer");
+    EXPECT_EQ(resp.waiters(0).kind(), v1::LOCK_KIND_EXCLUSIVE);
+    EXPECT_EQ(resp.waiters(1).kind(), v1::LOCK_KIND_SHARED);
+  }
+
+  // One reader leaves: the writer still waits for the other.
+  Release(*r1);
+  ASSERT_TRUE(ContendersBecome("rw", 4));
+  EXPECT_TRUE(StillWaiting(*w));
+  EXPECT_TRUE(StillWaiting(*r3));
+  // The last reader ahead leaves: the writer holds, alone.
+  Release(*r2);
+  const uint64_t wt = Granted(*w, "writer");
+  EXPECT_GT(wt, tokens_["reader-1"]);
+  EXPECT_GT(wt, tokens_["reader-2"]);
+  EXPECT_TRUE(StillWaiting(*r3));
+  EXPECT_TRUE(StillWaiting(*r4));
+  // The writer leaves: both late readers hold together.
+  Release(*w);
+  EXPECT_GT(Granted(*r3, "reader-3"), wt);
+  EXPECT_GT(Granted(*r4, "reader-4"), wt);
+  Release(*r3);
+  Release(*r4);
+  EXPECT_TRUE(ContendersBecome("rw", 0));
+}
+
+// Herd-freedom across kinds. Releasing a writer in front of 50 queued
+// readers (on two replicas) wakes exactly those readers, and all of them are
+// granted with no listing; releasing a reader that is not a waiting writer's
+// predecessor notifies nobody; a writer behind readers watches only its
+// predecessor, and a reader only the nearest writer ahead.
+TEST_F(KindsTest, ReadersWatchTheNearestWriterAndAWriterItsPredecessor) {
+  constexpr int kReaders = 50;
+  const std::string lock = LockPath("herd-rw");
+  auto writer = Join(s1_.get(), "herd-rw", false, "writer");
+  ASSERT_TRUE(tokens_.count("writer"));
+  std::vector<std::unique_ptr<AcquireStream>> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.push_back(Join(i % 2 ? s2_.get() : s1_.get(), "herd-rw", true, "reader-" + std::to_string(i)));
+  }
+  auto late_writer = Join(s2_.get(), "herd-rw", false, "late-writer");
+  std::vector<std::string> queue = zk_->Contenders(lock);
+  ASSERT_EQ(queue.size(), static_cast<size_t>(kReaders + 2));
+
+  // Every reader watches the writer's node; the late writer its predecessor
+  // (the last reader). ZooKeeper lists data watches per path and session.
+  std::map<std::string, std::vector<std::string>> by_path;
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = SharedZkServer().WatchesByPath();
+    if (!w.ok()) return false;
+    by_path = *w;
+    return by_path.count(lock + "/" + queue[0]) && by_path[lock + "/" + queue[0]].size() == 2 &&
+           by_path.count(lock + "/" + queue[kReaders]);
+  }, milliseconds(10000)));
+  for (int i = 1; i < kReaders; ++i) {
+    EXPECT_EQ(by_path.count(lock + "/" + queue[i]), 0u) << "reader " << i << "'s node is watched";
+  }
+
+  uint64_t lists_before = r1_->zk().call_count(ZkOp::kGetChildren) + r2_->zk().call_count(ZkOp::kGetChildren);
+  int64_t deleted_before = Mntr("zk_sum_node_deleted_watch_count");
+  Release(*writer);
+  std::set<uint64_t> tokens;
+  for (int i = 0; i < kReaders; ++i) tokens.insert(Granted(*readers[i], "reader-" + std::to_string(i)));
+  EXPECT_EQ(tokens.size(), static_cast<size_t>(kReaders));
+  EXPECT_GT(*tokens.begin(), tokens_["writer"]);
+  EXPECT_EQ(r1_->zk().call_count(ZkOp::kGetChildren) + r2_->zk().call_count(ZkOp::kGetChildren),
+            lists_before);
+  // One notification per session that watched the writer's node.
+  EXPECT_EQ(Mntr("zk_sum_node_deleted_watch_count") - deleted_before, 2);
+  EXPECT_TRUE(StillWaiting(*late_writer));
+
+  // A reader that is not the late writer's predecessor leaves: the only
+  // watch that fires is its own holder's watch on its own node (on its own
+  // replica's session); the late writer's replica hears nothing, and the
+  // late writer still waits.
+  deleted_before = Mntr("zk_sum_node_deleted_watch_count");
+  const uint64_t r2_events = r2_->zk().watch_events();
+  Release(*readers[0]);  // on r1
+  ASSERT_TRUE(ContendersBecome("herd-rw", kReaders));
+  EXPECT_EQ(Mntr("zk_sum_node_deleted_watch_count") - deleted_before, 1);
+  EXPECT_EQ(r2_->zk().watch_events(), r2_events);
+  EXPECT_TRUE(StillWaiting(*late_writer));
+  // The rest leave (the predecessor first: its departure notifies the late
+  // writer, which then watches the next reader ahead); it holds after the
+  // last one.
+  for (int i = kReaders - 1; i >= 1; --i) {
+    Release(*readers[i]);
+    if (i > 1) EXPECT_TRUE(StillWaiting(*late_writer)) << "granted with reader " << i - 1 << " still holding";
+  }
+  EXPECT_GT(Granted(*late_writer, "late-writer"), *tokens.rbegin());
+  Release(*late_writer);
+  EXPECT_TRUE(ContendersBecome("herd-rw", 0));
+}
+
+}  // namespace
+}  // namespace turnstile::testing
