@@ -192,6 +192,10 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically (0 = while connected)");
   f.Duration("hold", &hold, "release after this long (0 = hold until interrupted)");
+  bool revoke_holders = false;
+  std::string revoke_reason;
+  f.Bool("revoke-holders", &revoke_holders, "once queued, ask the holders ahead to let go");
+  f.String("revoke-reason", &revoke_reason, "the reason they are told (with --revoke-holders)");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
   if (help) {
@@ -213,6 +217,16 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.wait_timeout = wait;
   o.ttl = ttl;
   o.shared = shared;
+  o.revoke_holders = revoke_holders;
+  o.revoke_reason = revoke_reason;
+  o.on_revoke = [&](const std::string& requester, const std::string& reason) {
+    if (g.json()) {
+      PrintLine(absl::StrCat("{\"event\":\"revoke_requested\",\"requester\":", JsonQuote(requester),
+                             ",\"reason\":", JsonQuote(reason), "}"));
+    } else {
+      PrintLine(absl::StrCat("REVOKE_REQUESTED requester=", requester, " reason=", reason));
+    }
+  };
   o.on_queued = [&](int64_t position) {
     if (g.json()) {
       PrintLine(absl::StrCat("{\"event\":\"queued\",\"position\":", position, "}"));
@@ -282,6 +296,13 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   bool shared = false;
   f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
   f.Duration("grace", &grace, "if the lock is lost: time between SIGTERM and SIGKILL to CMD");
+  bool revoke_holders = false;
+  std::string revoke_reason, on_revoke = "term";
+  f.Bool("revoke-holders", &revoke_holders, "once queued, ask the holders ahead to let go");
+  f.String("revoke-reason", &revoke_reason, "the reason they are told (with --revoke-holders)");
+  f.String("on-revoke", &on_revoke,
+           "when asked to let go (REVOKE_REQUESTED): term = SIGTERM to CMD (it exits, the "
+           "lock is released), ignore = keep the lock");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
   if (help) {
@@ -299,6 +320,11 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
                  std::string(args.status().message()).c_str(), f.Usage().c_str());
     return kExitUsage;
   }
+  if (on_revoke != "term" && on_revoke != "ignore") {
+    std::fprintf(stderr, "--on-revoke must be term or ignore, not \"%s\"\n%s", on_revoke.c_str(),
+                 f.Usage().c_str());
+    return kExitUsage;
+  }
   const std::string name = (*args)[0];
   auto client = Connect(g);
   if (!client.ok()) return ReportError(g, client.status());
@@ -307,7 +333,26 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.wait_timeout = timeout;
   o.ttl = ttl;
   o.shared = shared;
+  o.revoke_holders = revoke_holders;
+  o.revoke_reason = revoke_reason;
   o.on_change = [&](const LockStatus& s) { watch.OnChange(s); };
+  // The child's pid once it runs (0 before): a revocation request is passed
+  // to it as SIGTERM (--on-revoke term). One that arrives before the
+  // command starts is passed as soon as it does.
+  std::atomic<pid_t> running{0};
+  std::atomic<bool> revoke_pending{false};
+  o.on_revoke = [&](const std::string& requester, const std::string& reason) {
+    std::fprintf(stderr, "turnstile: %s asks to release %s (%s)%s\n", requester.c_str(),
+                 name.c_str(), reason.c_str(),
+                 on_revoke == "term" ? "; sending SIGTERM to the command" : "; ignored");
+    if (g.json()) {
+      PrintLine(absl::StrCat("{\"event\":\"revoke_requested\",\"requester\":", JsonQuote(requester),
+                             ",\"reason\":", JsonQuote(reason), "}"));
+    }
+    if (on_revoke != "term") return;
+    revoke_pending = true;
+    if (pid_t p = running.load(); p > 0) kill(p, SIGTERM);
+  };
   auto lock = (*client)->Acquire(name, o);
   if (!lock.ok()) return ReportError(g, lock.status());
 
@@ -344,6 +389,8 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     (void)lock->Release();  // the command never ran; nothing to report
     return 127;
   }
+  running = child;
+  if (revoke_pending.load()) kill(child, SIGTERM);
   if (g.json()) {
     PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonQuote(name),
                            ",\"fencing_token\":", lock->fencing_token(),
@@ -491,6 +538,23 @@ int CmdList(const Globals& g, const std::vector<std::string>& args) {
   return 0;
 }
 
+// Asks the holder of LEASE_ID to let go (cooperative revocation).
+int CmdRevoke(const Globals& g, const std::vector<std::string>& args) {
+  if (args.empty() || args.size() > 2) return kExitUsage;
+  auto stub = turnstile::v1::LockService::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  turnstile::v1::RevokeRequest req;
+  req.set_lease_id(args[0]);
+  req.set_requester(g.owner.empty() ? DefaultOwner() : g.owner);
+  if (args.size() == 2) req.set_reason(args[1]);
+  turnstile::v1::RevokeResponse resp;
+  grpc::Status s = stub->Revoke(&ctx, req, &resp);
+  if (!s.ok()) return ReportError(g, FromGrpc(s));
+  PrintLine(g.json() ? "{\"revoke_requested\":true}" : "REVOKE_REQUESTED");
+  return 0;
+}
+
 int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
   if (args.size() != 1) return kExitUsage;
   auto stub = turnstile::v1::LockService::NewStub(Channel(g));
@@ -535,6 +599,7 @@ const char* kUsage =
     "  describe NAME           holders and waiters of NAME, in order\n"
     "  list [PREFIX]           locks with holders or waiters\n"
     "  release LEASE_ID        release a lease (from any replica)\n"
+    "  revoke LEASE_ID [WHY]   ask the holder of a lease to let go (it decides)\n"
     "  health [SERVICE]        SERVING or NOT_SERVING (exit 0 only when SERVING);\n"
     "                          SERVICE \"liveness\": the process answers\n"
     "  bench                   benchmark against a replica and ZooKeeper\n"
@@ -590,9 +655,11 @@ int main(int argc, char** argv) {
   if (cmd == "describe") rc = CmdDescribe(g, *rest);
   else if (cmd == "list") rc = CmdList(g, *rest);
   else if (cmd == "release") rc = CmdRelease(g, *rest);
+  else if (cmd == "revoke") rc = CmdRevoke(g, *rest);
   else if (cmd == "health") rc = CmdHealth(g, *rest);
   else std::fprintf(stderr, "turnstile: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
-  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release" || cmd == "health")) {
+  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release" ||
+                           cmd == "revoke" || cmd == "health")) {
     std::fprintf(stderr, "%s", kUsage);
   }
   return rc;

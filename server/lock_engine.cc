@@ -140,6 +140,12 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
         "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
         "..", lim.max_ttl.count(), "ms"));
   }
+  if (p.revoke_reason.size() > kMaxRevokeReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "revoke_reason is ", p.revoke_reason.size(), " bytes; the limit is ",
+        kMaxRevokeReasonBytes));
+  }
+
   uint64_t id;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -608,6 +614,7 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     c->watching = ahead->node;
     Arm(c);
   }
+  if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
 }
 
 // QUEUED is sent on every change within the last 10 places; further back
@@ -861,6 +868,7 @@ void LockEngine::Announce(Contender* c) {
   c->refreshed_at = Clock::now();
   Emit(c, e);
   if (c->params.ttl > Millis(0)) RenewTtl(c);
+  TellRevoke(c);  // asked to let go before the grant was announced
 }
 
 // A contender whose node vanished before it was told it holds: it lost its
@@ -909,13 +917,13 @@ void LockEngine::ArmOwn(Contender* c) {
         }
         Deliver();
       },
-      [this, id, gen, find](ZkCode code, const std::string&, const ZkStat& stat) {
+      [this, id, gen, find](ZkCode code, const std::string& data, const ZkStat& stat) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
           if (c->state != State::kHeld) return;
-          if (code == ZkCode::kOk) NoteOwnVersion(c, stat.version);
+          if (code == ZkCode::kOk) NoteOwnNode(c, data, stat.version);
           if (code == ZkCode::kOk && !c->announced) {
             if (MayAnnounce(c)) Announce(c);
           } else if (code == ZkCode::kNoNode && !c->announced) {
@@ -930,10 +938,44 @@ void LockEngine::ArmOwn(Contender* c) {
       });
 }
 
-void LockEngine::NoteOwnVersion(Contender* c, int32_t version) {
+// KeepAlive and Revoke through any replica rewrite the node (read-modify-
+// write with its version), counting renewals and revocation requests in its
+// data: the owner follows the counters, so it misses neither, however many
+// writes land between two of its reads. A version bump that neither counter
+// explains is an older replica's KeepAlive (it rewrote the data unchanged):
+// a renewal.
+void LockEngine::NoteOwnNode(Contender* c, const std::string& data, int32_t version) {
   if (version <= c->renewed_version) return;
   c->renewed_version = version;
-  if (c->announced && c->params.ttl > Millis(0)) RenewTtl(c);
+  bool renewal = true;
+  if (absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data); info.ok()) {
+    const bool revoked = info->revoke_id > c->seen_revoke_id;
+    if (revoked) {
+      c->seen_revoke_id = info->revoke_id;
+      c->revoke_by = info->revoke_by;
+      c->revoke_reason = info->revoke_reason;
+      c->revoke_told = false;
+    }
+    const bool renewed = info->renewals > c->seen_renewals;
+    c->seen_renewals = std::max(c->seen_renewals, info->renewals);
+    renewal = renewed || !revoked;
+  }
+  if (!c->announced) return;  // Announce tells a pending revocation
+  if (renewal && c->params.ttl > Millis(0)) RenewTtl(c);
+  TellRevoke(c);
+}
+
+// REVOKE_REQUESTED for the latest request seen, once.
+void LockEngine::TellRevoke(Contender* c) {
+  if (c->revoke_told || !c->sink) return;
+  c->revoke_told = true;
+  ++stats_.revokes_delivered;
+  if (observer_) observer_->OnRevokeDelivered();
+  LockEvent e;
+  e.type = LockEvent::Type::kRevokeRequested;
+  e.requester = c->revoke_by;
+  e.revoke_reason = c->revoke_reason;
+  Emit(c, e);
 }
 
 void LockEngine::RenewTtl(Contender* c) {
@@ -969,7 +1011,7 @@ void LockEngine::CheckTtl(Contender* c) {
   c->ttl_check_due = false;
   uint64_t id = c->id;
   std::string path = c->path();
-  c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string&,
+  c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string& data,
                                                    const ZkStat& stat) {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -978,7 +1020,7 @@ void LockEngine::CheckTtl(Contender* c) {
       Contender* c = it->second.get();
       if (c->state != State::kHeld || !c->announced || c->path() != path) return;
       if (code == ZkCode::kOk) {
-        NoteOwnVersion(c, stat.version);
+        NoteOwnNode(c, data, stat.version);
         if (Clock::now() >= c->ttl_deadline) {
           Lose(c, LostReason::kLeaseExpired,
                absl::StrCat("no KeepAlive within the lease ttl of ", c->params.ttl.count(),

@@ -57,13 +57,19 @@ struct AcquireParams {
   Millis wait_timeout{0};  // 0 = try once
   Millis ttl{0};           // 0 = no lease TTL
   ContenderKind kind = ContenderKind::kExclusive;
+  // Once queued behind holders, ask them to let go (REVOKE_REQUESTED on
+  // their streams; they decide), with this reason.
+  bool revoke_holders = false;
+  std::string revoke_reason;
 };
 
 enum class LostReason { kSessionExpired, kLeaseExpired, kDeleted, kShutdown };
 const char* LostReasonName(LostReason r);
 
 struct LockEvent {
-  enum class Type { kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased, kStillHeld };
+  enum class Type {
+    kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased, kStillHeld, kRevokeRequested
+  };
   Type type = Type::kQueued;
   // kQueued
   int64_t position = 0;
@@ -82,6 +88,9 @@ struct LockEvent {
   // kLost
   LostReason reason = LostReason::kSessionExpired;
   std::string message;
+  // kRevokeRequested: who asked and why (as they said)
+  std::string requester;
+  std::string revoke_reason;
 };
 
 // How a wait ended (metrics).
@@ -98,6 +107,10 @@ class EngineObserver {
   // From when the engine learned a waiter's last blocker was gone to its grant.
   virtual void OnHandoff(double seconds) = 0;
   virtual void OnLost(LostReason reason) = 0;
+  // A revocation request written by this replica (Revoke, or a waiter that
+  // asked), and one delivered to a holder on this replica.
+  virtual void OnRevokeRequested() {}
+  virtual void OnRevokeDelivered() {}
 };
 
 // This replica's live contenders on one lock.
@@ -174,6 +187,8 @@ struct EngineStats {
   // Local handoffs granted from the reply of the holder's delete-and-check
   // transaction (no confirming read; see LockEngine::LocalSuccessor).
   uint64_t handoffs_in_one_transaction = 0;
+  uint64_t revokes_requested = 0;  // written by this replica
+  uint64_t revokes_delivered = 0;  // told to holders on this replica
   size_t contenders = 0;           // local contenders with any state
   size_t holders = 0;
 };
@@ -207,12 +222,18 @@ class LockEngine {
   // Renews a lease; `done` gets how long it is valid from now.
   void KeepAlive(const std::string& lease_id,
                  std::function<void(absl::StatusOr<Millis>)> done);
+  // Asks the holder of a lease to let go: its stream gets REVOKE_REQUESTED
+  // (wherever it is served); it decides. NOT_FOUND if the lease is gone.
+  void Revoke(const std::string& lease_id, const std::string& requester,
+              const std::string& reason, std::function<void(absl::Status)> done);
   void Describe(const std::string& name,
                 std::function<void(absl::StatusOr<LockDescription>)> done);
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done);
   // List checks candidate lock nodes this many at a time.
   static constexpr size_t kListBatch = 128;
+  // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
+  static constexpr size_t kMaxRevokeReasonBytes = 256;
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
   void BeginDrain();
@@ -325,8 +346,16 @@ class LockEngine {
   void RenewTtl(Contender* c);
   // The ttl ran out: revoke unless the node's version shows a renewal.
   void CheckTtl(Contender* c);
-  // A read of the own node saw `version`: a renewal if it went up.
-  void NoteOwnVersion(Contender* c, int32_t version);
+  // A read of the own node saw `data` at `version`: a renewal and/or a
+  // revocation request if its counters went up.
+  void NoteOwnNode(Contender* c, const std::string& data, int32_t version);
+  // The revocation request of waiter `c` to the holders ahead of it.
+  void RequestRevokeOfHolders(Contender* c);
+  void TellRevoke(Contender* c);
+  // Writes a revocation request into the node at `path` (read-modify-write
+  // with its version, retried on a race); `done` on this engine's thread.
+  void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
+                   const std::string& reason, int attempts, std::function<void(absl::Status)> done);
   void Lose(Contender* c, LostReason reason, const std::string& message);
   void FailWait(Contender* c, const absl::Status& status);
   void EndContender(Contender* c);

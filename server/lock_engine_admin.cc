@@ -63,6 +63,131 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
   Deliver();
 }
 
+namespace {
+
+// Read-modify-write of a contender node's data, retried when another writer
+// (a renewal, a revocation request) raced it: BAD_VERSION.
+void RemoteRenew(ZkSession* zk, const std::string& path, int attempts,
+                 std::function<void(absl::StatusOr<Millis>)> done,
+                 std::function<absl::Status()> not_found) {
+  zk->GetData(path, nullptr, [=](ZkCode code, const std::string& data, const ZkStat& stat) {
+    if (code == ZkCode::kNoNode) return done(not_found());
+    if (code != ZkCode::kOk) {
+      return done(absl::UnavailableError(
+          absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+    }
+    absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+    Millis ttl(info.ok() ? info->ttl_ms : 0);
+    std::string next = data;  // not ours to decode: rewrite unchanged (a renewal too)
+    if (info.ok()) {
+      ++info->renewals;
+      next = EncodeContenderInfo(*info);
+    }
+    zk->SetData(path, next, stat.version, [=](ZkCode code, const ZkStat&) {
+      if (code == ZkCode::kOk) {
+        done(ttl);
+      } else if (code == ZkCode::kBadVersion && attempts > 1) {
+        RemoteRenew(zk, path, attempts - 1, done, not_found);
+      } else if (code == ZkCode::kBadVersion) {
+        done(ttl);  // renewals kept racing ours: the lease was renewed meanwhile
+      } else if (code == ZkCode::kNoNode) {
+        done(not_found());
+      } else {
+        done(absl::UnavailableError(absl::StrCat("ZooKeeper write failed: ", ZkCodeName(code))));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void LockEngine::WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
+                             const std::string& reason, int attempts,
+                             std::function<void(absl::Status)> done) {
+  zk->GetData(path, nullptr, [=](ZkCode code, const std::string& data, const ZkStat& stat) {
+    if (code == ZkCode::kNoNode) return done(absl::NotFoundError("the lease is gone"));
+    if (code != ZkCode::kOk) {
+      return done(absl::UnavailableError(absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+    }
+    absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+    if (!info.ok()) {
+      return done(absl::FailedPreconditionError(
+          absl::StrCat("the lease's node was not written by turnstile: ", info.status().message())));
+    }
+    ++info->revoke_id;
+    info->revoke_by = requester;
+    info->revoke_reason = reason;
+    zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
+      if (code == ZkCode::kOk) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          ++stats_.revokes_requested;
+          if (observer_) observer_->OnRevokeRequested();
+        }
+        done(absl::OkStatus());
+      } else if (code == ZkCode::kBadVersion && attempts > 1) {
+        WriteRevoke(zk, path, requester, reason, attempts - 1, done);
+      } else if (code == ZkCode::kNoNode) {
+        done(absl::NotFoundError("the lease is gone"));
+      } else {
+        done(absl::UnavailableError(absl::StrCat("ZooKeeper write failed: ", ZkCodeName(code))));
+      }
+    });
+  });
+}
+
+void LockEngine::Revoke(const std::string& lease_id, const std::string& requester,
+                        const std::string& reason, std::function<void(absl::Status)> done) {
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  if (!lease.ok()) return done(lease.status());
+  if (requester.size() > options_.limits.max_owner_bytes) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "requester is ", requester.size(), " bytes; the limit is ", options_.limits.max_owner_bytes)));
+  }
+  if (reason.size() > kMaxRevokeReasonBytes) {
+    return done(absl::InvalidArgumentError(absl::StrCat(
+        "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes)));
+  }
+  SessionSlot* slot = SlotOf(lease->lock_segment);
+  if (!slot->zk->connected()) {
+    return done(absl::UnavailableError("replica has no ZooKeeper session"));
+  }
+  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), requester, reason, 5,
+              [done, lease_id](absl::Status s) {
+                if (absl::IsNotFound(s)) {
+                  s = absl::NotFoundError(absl::StrCat(
+                      "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
+                }
+                done(s);
+              });
+}
+
+// A waiter that asked (AcquireOpen.revoke_holders), once queued: the
+// holders ahead of it are asked to let go (the front entry; and the shared
+// holders after it, for readers). Best effort: a holder that is gone
+// meanwhile needs no asking. Called with mu_ held.
+void LockEngine::RequestRevokeOfHolders(Contender* c) {
+  c->revoke_sent = true;
+  std::vector<std::string> paths;
+  const LockQueue& q = locks_[c->segment].queue;
+  bool stop = false;
+  q.ForFront(q.size(), [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+    if (stop || e.node == c->node) {
+      stop = true;
+      return;
+    }
+    if (rank > 0 && e.kind != ContenderKind::kShared) {
+      stop = true;  // a waiting writer: the holders end before it
+      return;
+    }
+    paths.push_back(c->lock_path + "/" + e.node);
+    stop = e.kind != ContenderKind::kShared;  // an exclusive front holds alone
+  });
+  for (const std::string& path : paths) {
+    WriteRevoke(c->zk(), path, c->params.owner, c->params.revoke_reason, 5, [](absl::Status) {});
+  }
+}
+
 void LockEngine::KeepAlive(const std::string& lease_id,
                            std::function<void(absl::StatusOr<Millis>)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
@@ -92,31 +217,9 @@ void LockEngine::KeepAlive(const std::string& lease_id,
     } else if (!slot->connected) {
       Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
     } else {
-      // Remote: rewrite the node's data unchanged; the owning replica's
-      // watch on its own node sees the change and renews.
-      slot->zk->GetData(path, nullptr, [zk = slot->zk, path, done, not_found](
-                                      ZkCode code, const std::string& data,
-                                      const ZkStat& stat) {
-        if (code == ZkCode::kNoNode) return done(not_found());
-        if (code != ZkCode::kOk) {
-          return done(absl::UnavailableError(
-              absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
-        }
-        absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
-        Millis ttl(info.ok() ? info->ttl_ms : 0);
-        zk->SetData(path, data, stat.version,
-                     [done, ttl, not_found](ZkCode code, const ZkStat&) {
-                       // BAD_VERSION: another renewal raced ours; renewed.
-                       if (code == ZkCode::kOk || code == ZkCode::kBadVersion) {
-                         done(ttl);
-                       } else if (code == ZkCode::kNoNode) {
-                         done(not_found());
-                       } else {
-                         done(absl::UnavailableError(absl::StrCat(
-                             "ZooKeeper write failed: ", ZkCodeName(code))));
-                       }
-                     });
-      });
+      // Remote: count one renewal in the node's data (with its version);
+      // the owning replica follows the counter (NoteOwnNode).
+      RemoteRenew(slot->zk, path, /*attempts=*/5, done, not_found);
     }
   }
   Deliver();

@@ -90,6 +90,12 @@ struct LockEngine::Contender {
   // KeepAlive rewrites the data, so a higher version is a renewal, however
   // (or whether) its watch event arrived.
   int32_t renewed_version = 0;
+  // The own node's renewal and revocation counters last seen (ContenderInfo).
+  int64_t seen_renewals = 0;
+  int64_t seen_revoke_id = 0;
+  std::string revoke_by, revoke_reason;  // the latest request seen
+  bool revoke_told = true;  // the latest request was told (set false when one is seen)
+  bool revoke_sent = false;  // a waiter's request to the holders was sent
   // When the holder was last told its validity (ACQUIRED, STILL_HELD).
   engine_internal::Clock::time_point refreshed_at;
   // The ttl ran out while contact was not trusted: read the version again

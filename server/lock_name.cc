@@ -393,6 +393,14 @@ std::string EncodeContenderInfo(const ContenderInfo& info) {
   AppendInfoEscaped(info.replica_id, &out);
   absl::StrAppend(&out, "\nstarted_unix_ms=", info.started_unix_ms,
                   "\nttl_ms=", info.ttl_ms, "\n");
+  if (info.renewals > 0) absl::StrAppend(&out, "renewals=", info.renewals, "\n");
+  if (info.revoke_id > 0) {
+    absl::StrAppend(&out, "revoke_id=", info.revoke_id, "\nrevoke_by=");
+    AppendInfoEscaped(info.revoke_by, &out);
+    out.append("\nrevoke_reason=");
+    AppendInfoEscaped(info.revoke_reason, &out);
+    out.push_back('\n');
+  }
   for (const auto& [key, value] : info.metadata) {
     out.append(kMetaPrefix.data(), kMetaPrefix.size());
     AppendInfoEscaped(key, &out);
@@ -443,6 +451,15 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
       if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) {
         return s;
       }
+    } else if (key == "renewals" || key == "revoke_id") {
+      int64_t& field = key == "renewals" ? info.renewals : info.revoke_id;
+      if (!ParseCanonicalInt64(raw_value, &field) || field < 0) {
+        return InfoError(line_no, absl::StrCat(key, ": not a canonical int64 >= 0: ",
+                                               Quote(raw_value)));
+      }
+    } else if (key == "revoke_by" || key == "revoke_reason") {
+      std::string& field = key == "revoke_by" ? info.revoke_by : info.revoke_reason;
+      if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) return s;
     } else if (key == "started_unix_ms" || key == "ttl_ms") {
       bool& seen = key == "ttl_ms" ? have_ttl : have_started;
       if (seen) return InfoError(line_no, absl::StrCat("duplicate ", key));

@@ -92,6 +92,13 @@ struct ContenderInfo {
   std::string replica_id;
   int64_t started_unix_ms = 0;
   int64_t ttl_ms = 0;
+  // Written by KeepAlive and Revoke through any replica (read-modify-write
+  // with the node's version); the owning replica follows them. Optional
+  // lines, written only when set, so older readers ignore them.
+  int64_t renewals = 0;       // remote KeepAlives so far
+  int64_t revoke_id = 0;      // revocation requests so far (0 = none)
+  std::string revoke_by;      // the latest request's requester
+  std::string revoke_reason;  // and reason
 };
 
 // Text encoding, one '\n'-terminated line each:
@@ -100,6 +107,10 @@ struct ContenderInfo {
 //   replica_id=<escaped>
 //   started_unix_ms=<decimal>
 //   ttl_ms=<decimal>
+//   renewals=<decimal>          (only when > 0)
+//   revoke_id=<decimal>         (only when > 0; then also the next two)
+//   revoke_by=<escaped>
+//   revoke_reason=<escaped>
 //   meta.<escaped key>=<escaped value>     (one per entry, sorted by key)
 // Escaping turns '%', '=', and every byte outside 0x20..0x7E into %XX
 // (uppercase hex), so arbitrary byte strings round-trip exactly.

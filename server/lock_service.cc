@@ -35,6 +35,8 @@ absl::StatusOr<AcquireParams> ToParams(const v1::AcquireOpen& open) {
   p.metadata.insert(open.metadata().begin(), open.metadata().end());
   p.wait_timeout = FromDuration(open.wait_timeout());
   p.ttl = FromDuration(open.ttl());
+  p.revoke_holders = open.revoke_holders();
+  p.revoke_reason = open.revoke_reason();
   switch (open.kind()) {
     case v1::LOCK_KIND_UNSPECIFIED:
     case v1::LOCK_KIND_EXCLUSIVE:
@@ -103,6 +105,11 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
     }
     case LockEvent::Type::kReleased:
       out.set_type(v1::AcquireEvent::RELEASED);
+      break;
+    case LockEvent::Type::kRevokeRequested:
+      out.set_type(v1::AcquireEvent::REVOKE_REQUESTED);
+      out.mutable_revoke_requested()->set_requester(e.requester);
+      out.mutable_revoke_requested()->set_reason(e.revoke_reason);
       break;
   }
   return out;
@@ -400,6 +407,9 @@ void ToProto(const ContenderView& v, v1::Contender* out) {
   out->set_position(v.position);
   out->set_kind(v.kind == ContenderKind::kShared ? v1::LOCK_KIND_SHARED
                                                  : v1::LOCK_KIND_EXCLUSIVE);
+  out->set_revoke_requests(v.info.revoke_id);
+  out->set_revoke_requester(v.info.revoke_by);
+  out->set_revoke_reason(v.info.revoke_reason);
 }
 
 }  // namespace
@@ -439,6 +449,18 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(
     NoteRequest("Release", g.error_code());
     reactor->Finish(g);
   });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* LockServiceImpl::Revoke(
+    grpc::CallbackServerContext* ctx, const v1::RevokeRequest* req, v1::RevokeResponse*) {
+  auto* reactor = ctx->DefaultReactor();
+  engine_->Revoke(req->lease_id(), req->requester(), req->reason(),
+                  [this, reactor](absl::Status s) {
+                    grpc::Status g = ToGrpc(s);
+                    NoteRequest("Revoke", g.error_code());
+                    reactor->Finish(g);
+                  });
   return reactor;
 }
 

@@ -19,7 +19,8 @@ namespace turnstile {
 class ServiceObserver {
  public:
   virtual ~ServiceObserver() = default;
-  // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List).
+  // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List,
+  // Revoke).
   virtual void OnRequestDone(const char* method, grpc::StatusCode code) = 0;
   // `delta` is +1 or -1; `kind` is "acquire" or "keepalive".
   virtual void OnStreamsChanged(const char* kind, int delta) = 0;
@@ -38,6 +39,9 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
                                     v1::ReleaseResponse* resp) override;
   grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
   KeepAlive(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Revoke(grpc::CallbackServerContext* ctx,
+                                   const v1::RevokeRequest* req,
+                                   v1::RevokeResponse* resp) override;
   grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx,
                                      const v1::DescribeRequest* req,
                                      v1::DescribeResponse* resp) override;

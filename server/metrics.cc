@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <iterator>
 #include <exception>
 #include <map>
 #include <set>
@@ -23,7 +24,8 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-const char* const kMethodNames[] = {"Acquire", "Release", "KeepAlive", "Describe", "List"};
+const char* const kMethodNames[] = {"Acquire", "Release", "KeepAlive", "Describe", "List",
+                                    "Revoke"};
 
 const char* GrpcCodeName(int code) {
   static const char* const kNames[] = {
@@ -37,7 +39,7 @@ const char* GrpcCodeName(int code) {
 }
 
 int MethodIndex(const char* method) {
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < static_cast<int>(std::size(kMethodNames)); ++i) {
     if (std::string_view(method) == kMethodNames[i]) return i;
   }
   return -1;
@@ -200,6 +202,14 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
                               .Help("ZooKeeper requests that completed with an error, by "
                                     "operation and code.")
                               .Register(r);
+  auto& revokes = BuildCounter()
+                      .Name("turnstile_revocations_total")
+                      .Help("Cooperative revocation requests: written by this replica "
+                            "(step=requested: Revoke, or a waiter that asked) and told to "
+                            "holders on it (step=delivered).")
+                      .Register(r);
+  m->revokes_requested_ = &revokes.Add({{"step", "requested"}});
+  m->revokes_delivered_ = &revokes.Add({{"step", "delivered"}});
   m->expirations_ = &BuildCounter()
                          .Name("turnstile_zk_session_expirations_total")
                          .Help("ZooKeeper session expirations seen by this replica.")
@@ -265,6 +275,9 @@ void Metrics::OnLost(LostReason reason) {
   int i = static_cast<int>(reason);
   if (i >= 0 && i < 4) lost_[i]->Increment();
 }
+
+void Metrics::OnRevokeRequested() { revokes_requested_->Increment(); }
+void Metrics::OnRevokeDelivered() { revokes_delivered_->Increment(); }
 
 void Metrics::OnRequestDone(ZkOp op, ZkCode code, double seconds) {
   int o = static_cast<int>(op);

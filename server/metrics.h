@@ -57,6 +57,8 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   void OnHoldEnded(double hold_seconds) override;
   void OnHandoff(double seconds) override;
   void OnLost(LostReason reason) override;
+  void OnRevokeRequested() override;
+  void OnRevokeDelivered() override;
   // ZkObserver.
   void OnRequestDone(ZkOp op, ZkCode code, double seconds) override;
   void OnWatchEvent() override;
@@ -69,7 +71,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   class LiveCollector;
   static constexpr int kZkOps = static_cast<int>(ZkOp::kCount);
   static constexpr int kZkCodes = static_cast<int>(ZkCode::kOther) + 1;
-  static constexpr int kMethods = 5;
+  static constexpr int kMethods = 6;
   static constexpr int kGrpcCodes = 17;
 
   Metrics() = default;
@@ -87,6 +89,8 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   prometheus::Family<prometheus::Counter>* zk_errors_family_ = nullptr;
   std::array<std::array<std::atomic<prometheus::Counter*>, kZkCodes>, kZkOps> zk_errors_{};
   prometheus::Counter* expirations_ = nullptr;
+  prometheus::Counter* revokes_requested_ = nullptr;
+  prometheus::Counter* revokes_delivered_ = nullptr;
   prometheus::Counter* watch_events_ = nullptr;
   prometheus::Gauge* streams_acquire_ = nullptr;
   prometheus::Gauge* streams_keepalive_ = nullptr;

@@ -175,6 +175,49 @@ TEST_F(CliTest, SharedRunsBesideAnotherReader) {
   EXPECT_EQ(exclusive->Wait(milliseconds(20000)), std::optional<int>(75));
 }
 
+// Issue 12 must-show 4: `turnstile revoke` reaches a `turnstile run` holder,
+// which passes it to the command as SIGTERM (the command exits, the lock is
+// released); with --on-revoke ignore the command keeps running and the lock
+// stays held.
+TEST_F(CliTest, RunPassesARevocationRequestAsSigterm) {
+  const std::string script =
+      "trap 'exit 3' TERM; echo READY $TURNSTILE_LEASE_ID; while :; do sleep 0.05; done";
+  auto run = ChildProcess::Spawn(Cli({"run", "revoked", "--", "/bin/sh", "-c", script}));
+  ASSERT_TRUE(run);
+  auto ready = run->AwaitLine("READY", milliseconds(20000));
+  ASSERT_TRUE(ready);
+  const std::string lease = ready->substr(6);
+  auto revoke = ChildProcess::Spawn(Cli({"revoke", lease, "maintenance"}));
+  ASSERT_TRUE(revoke);
+  EXPECT_EQ(revoke->Wait(milliseconds(20000)), std::optional<int>(0));
+  EXPECT_EQ(run->Wait(milliseconds(20000)), std::optional<int>(3));
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("revoked")).empty(); },
+                      milliseconds(10000)));
+
+  auto keep = ChildProcess::Spawn(
+      Cli({"run", "kept", "--on-revoke", "ignore", "--", "/bin/sh", "-c", script}));
+  ASSERT_TRUE(keep);
+  ready = keep->AwaitLine("READY", milliseconds(20000));
+  ASSERT_TRUE(ready);
+  auto ignored = ChildProcess::Spawn(Cli({"revoke", ready->substr(6), "please"}));
+  ASSERT_TRUE(ignored);
+  EXPECT_EQ(ignored->Wait(milliseconds(20000)), std::optional<int>(0));
+  // The request reached the holder's node (Describe shows it) ...
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("kept");
+    v1::DescribeResponse resp;
+    return stub_->Describe(&ctx, req, &resp).ok() && resp.holders_size() == 1 &&
+           resp.holders(0).revoke_requests() == 1;
+  }, milliseconds(10000)));
+  // ... and over a bounded observation period the command runs on, holding.
+  EXPECT_FALSE(keep->Wait(milliseconds(500)));
+  EXPECT_EQ(zk_->Contenders(LockPath("kept")).size(), 1u);
+  keep->Signal(SIGTERM);  // forwarded to the command
+  EXPECT_EQ(keep->Wait(milliseconds(20000)), std::optional<int>(3));
+}
+
 TEST_F(CliTest, JsonOutputParses) {
   AcquireStream holder(stub_.get(), OpenMsg("json\"lock", milliseconds(10000), "o\"wner"));
   ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
@@ -200,7 +243,7 @@ TEST_F(CliTest, JsonOutputParses) {
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub : {"acquire", "run", "describe", "list", "release", "health"}) {
+  for (const char* sub : {"acquire", "run", "describe", "list", "release", "revoke", "health"}) {
     std::string cmd = std::string(CLI_PATH) + " " + sub + " --help > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << sub;
   }

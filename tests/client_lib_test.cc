@@ -369,6 +369,33 @@ TEST_F(ClientLibTest, AFrozenReplicasHolderStopsBeforeTheLockMovesOn) {
   EXPECT_TRUE(child->Wait(milliseconds(10000)));
 }
 
+// Issue 12: Client::Revoke through the other replica reaches the holder's
+// on_revoke with the requester (the revoking client's default owner) and
+// reason; the hold is unaffected until the holder decides.
+TEST_F(ClientLibTest, OnRevokeHearsWhoAskedAndWhy) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<std::string, std::string>> asked;
+  auto o = Opts(milliseconds(5000), "revocable");
+  o.on_revoke = [&](const std::string& requester, const std::string& reason) {
+    std::lock_guard<std::mutex> l(mu);
+    asked.emplace_back(requester, reason);
+    cv.notify_all();
+  };
+  auto held = c1_->Acquire("revocable", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(c2_->Revoke(held->lease_id(), "rolling upgrade").ok());
+  {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, milliseconds(10000), [&] { return !asked.empty(); }));
+    EXPECT_EQ(asked[0].first, "client-lib-test");
+    EXPECT_EQ(asked[0].second, "rolling upgrade");
+  }
+  EXPECT_EQ(held->status().state, tc::LockState::kHeld);
+  EXPECT_TRUE(held->Release().ok());
+  EXPECT_EQ(c2_->Revoke(held->lease_id(), "late").code(), absl::StatusCode::kNotFound);
+}
+
 // The replica loses ZooKeeper (its own server, stopped and restarted):
 // kSuspended with a shrinking valid_for, then kHeld again on resume.
 TEST_F(ClientLibTest, ReportsSuspendedAndResumed) {

@@ -202,5 +202,132 @@ TEST_F(KindsTest, ReadersWatchTheNearestWriterAndAWriterItsPredecessor) {
   EXPECT_TRUE(ContendersBecome("herd-rw", 0));
 }
 
+grpc::Status Revoke(v1::LockService::Stub* stub, const std::string& lease, const std::string& requester,
+                    const std::string& reason) {
+  grpc::ClientContext ctx;
+  v1::RevokeRequest req;
+  req.set_lease_id(lease);
+  req.set_requester(requester);
+  req.set_reason(reason);
+  v1::RevokeResponse resp;
+  return stub->Revoke(&ctx, req, &resp);
+}
+
+grpc::Status KeepAliveOnce(v1::LockService::Stub* stub, const std::string& lease) {
+  grpc::ClientContext ctx;
+  auto rw = stub->KeepAlive(&ctx);
+  v1::KeepAliveRequest req;
+  req.add_lease_ids(lease);
+  v1::KeepAliveResponse resp;
+  const bool ok = rw->Write(req) && rw->Read(&resp);
+  rw->WritesDone();
+  grpc::Status st = rw->Finish();
+  if (st.ok() && (!ok || resp.leases_size() != 1 || resp.leases(0).code() != 0)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "lease not renewed");
+  }
+  return st;
+}
+
+// Must-show 4: Revoke through the other replica reaches the holder as
+// REVOKE_REQUESTED (who asked, why); a holder that ignores it keeps the lock
+// (the waiter waits; Describe shows the pending request); a gone lease is
+// NOT_FOUND; bad input is refused with its limit.
+TEST_F(KindsTest, RevokeReachesTheHolderWhichDecides) {
+  AcquireStream holder(s1_.get(), Open("revoke", false, "holder"));
+  auto acquired = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acquired);
+  const std::string lease = acquired->acquired().lease_id();
+  auto waiter = Join(s2_.get(), "revoke", false, "waiter");
+
+  ASSERT_TRUE(Revoke(s2_.get(), lease, "ops-bob", "deploy window").ok());
+  auto asked = holder.Await(AcquireEvent::REVOKE_REQUESTED);
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->revoke_requested().requester(), "ops-bob");
+  EXPECT_EQ(asked->revoke_requested().reason(), "deploy window");
+  EXPECT_EQ(r1_->engine().stats().revokes_delivered, 1u);
+  EXPECT_EQ(r2_->engine().stats().revokes_requested, 1u);
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("revoke");
+    v1::DescribeResponse resp;
+    ASSERT_TRUE(s1_->Describe(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.holders_size(), 1);
+    EXPECT_EQ(resp.holders(0).revoke_requests(), 1);
+    EXPECT_EQ(resp.holders(0).revoke_requester(), "ops-bob");
+    EXPECT_EQ(resp.holders(0).revoke_reason(), "deploy window");
+  }
+  // Ignored: still held, the waiter still waits; a second request arrives too.
+  ASSERT_TRUE(Revoke(s1_.get(), lease, "ops-carol", "again").ok());
+  auto again = holder.Await(AcquireEvent::REVOKE_REQUESTED);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->revoke_requested().requester(), "ops-carol");
+  EXPECT_TRUE(StillWaiting(*waiter));
+  EXPECT_EQ(zk_->Contenders(LockPath("revoke")).size(), 2u);
+  // The holder decides to let go: the waiter gets the lock.
+  Release(holder);
+  Granted(*waiter, "waiter");
+  EXPECT_EQ(Revoke(s2_.get(), lease, "ops-bob", "late").error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Revoke(s2_.get(), "not a lease", "x", "").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto long_reason = Revoke(s2_.get(), lease, "x", std::string(257, 'r'));
+  EXPECT_EQ(long_reason.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(long_reason.error_message().find("256"), std::string::npos) << long_reason.error_message();
+  Release(*waiter);
+}
+
+// A waiter that asks (revoke_holders) makes the holders ahead hear
+// REVOKE_REQUESTED with its owner and reason: the exclusive holder, or all
+// shared holders at the front.
+TEST_F(KindsTest, AWaiterCanAskTheHoldersToLetGo) {
+  auto r1 = Join(s1_.get(), "ask", true, "reader-1");
+  auto r2 = Join(s2_.get(), "ask", true, "reader-2");
+  v1::AcquireOpen open = Open("ask", false, "impatient-writer");
+  open.set_revoke_holders(true);
+  open.set_revoke_reason("schema migration");
+  AcquireStream writer(s1_.get(), open);
+  for (AcquireStream* reader : {r1.get(), r2.get()}) {
+    auto asked = reader->Await(AcquireEvent::REVOKE_REQUESTED);
+    ASSERT_TRUE(asked);
+    EXPECT_EQ(asked->revoke_requested().requester(), "impatient-writer");
+    EXPECT_EQ(asked->revoke_requested().reason(), "schema migration");
+  }
+  Release(*r1);
+  Release(*r2);
+  Granted(writer, "impatient-writer");
+  Release(writer);
+}
+
+// A revocation request rewrites the holder's node, as a remote KeepAlive
+// does, but it is not a renewal: the owner follows the counters in the
+// node's data. Renewals interleaved with requests still renew; requests
+// alone let a TTL lease expire.
+TEST_F(KindsTest, RevocationRequestsAreNotRenewals) {
+  v1::AcquireOpen open = OpenMsg("ttl-revoke", milliseconds(60000), "leased", milliseconds(1000));
+  AcquireStream holder(s1_.get(), open);
+  auto acquired = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acquired);
+  const std::string lease = acquired->acquired().lease_id();
+  auto until = std::chrono::steady_clock::now() + milliseconds(2500);
+  int requests = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(KeepAliveOnce(s2_.get(), lease).ok());
+    ASSERT_TRUE(Revoke(s2_.get(), lease, "ops", "r" + std::to_string(++requests)).ok());
+    auto asked = holder.Await(AcquireEvent::REVOKE_REQUESTED, milliseconds(2000));
+    ASSERT_TRUE(asked) << "request " << requests;
+  }
+  // Requests only, 200 ms apart: the lease expires within its ttl.
+  const auto last_renewal = std::chrono::steady_clock::now();
+  std::optional<AcquireEvent> lost;
+  while (!lost && std::chrono::steady_clock::now() - last_renewal < milliseconds(4000)) {
+    if (!Revoke(s2_.get(), lease, "ops", "no renewal").ok()) break;
+    auto ev = holder.Next(milliseconds(200));
+    if (ev && ev->type() == AcquireEvent::LOST) lost = ev;
+  }
+  if (!lost) lost = holder.Await(AcquireEvent::LOST, milliseconds(3000));
+  ASSERT_TRUE(lost) << "revocation requests kept the lease alive";
+  EXPECT_EQ(lost->lost().reason(), v1::Lost::LEASE_EXPIRED);
+  EXPECT_LT(std::chrono::steady_clock::now() - last_renewal, milliseconds(2500));
+}
+
 }  // namespace
 }  // namespace turnstile::testing

@@ -260,6 +260,43 @@ TEST_F(MetricsTest, GaugesStayExactHoweverStreamsEnd) {
             1);
 }
 
+// Issue 12: shared holders make a lock's holder gauge exceed 1; revocation
+// requests are counted where written and where told.
+TEST_F(MetricsTest, SharedHoldersAndRevocations) {
+  StartWithCap(100);
+  const std::string name = "m-shared";
+  std::vector<std::unique_ptr<AcquireStream>> readers;
+  std::string lease;
+  for (int i = 0; i < 2; ++i) {
+    v1::AcquireOpen open = OpenMsg(name, milliseconds(30000), "reader");
+    open.set_kind(v1::LOCK_KIND_SHARED);
+    readers.push_back(std::make_unique<AcquireStream>(stub_.get(), open));
+    auto acquired = readers.back()->Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(acquired);
+    lease = acquired->acquired().lease_id();
+  }
+  EXPECT_TRUE(GaugesBecome(name, 0, 2));
+  {
+    grpc::ClientContext ctx;
+    v1::RevokeRequest req;
+    req.set_lease_id(lease);
+    req.set_requester("metrics");
+    v1::RevokeResponse resp;
+    ASSERT_TRUE(stub_->Revoke(&ctx, req, &resp).ok());
+  }
+  ASSERT_TRUE(readers.back()->Await(AcquireEvent::REVOKE_REQUESTED));
+  double requested = 0, delivered = 0, rpcs = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    auto all = Samples();
+    requested = Value(all, "turnstile_revocations_total", {{"step", "requested"}});
+    delivered = Value(all, "turnstile_revocations_total", {{"step", "delivered"}});
+    rpcs = Value(all, "turnstile_grpc_requests_total", {{"method", "Revoke"}, {"code", "OK"}});
+    return requested == 1 && delivered == 1 && rpcs == 1;
+  }, milliseconds(15000))) << requested << " " << delivered << " " << rpcs;
+  readers.clear();
+  EXPECT_TRUE(GaugesBecome(name, 0, 0));
+}
+
 TEST_F(MetricsTest, EmptyListenDisablesMetrics) {
   ReplicaConfig cfg = TestConfig(SharedZkServer().ConnectString(), UniqueRoot("nometrics"));
   cfg.metrics_listen = "";

@@ -94,6 +94,17 @@ class PythonInteropTest : public ::testing::Test {
     }
   }
 
+  // Runs a Python snippet that imports the client; `args` become sys.argv[1:].
+  static std::unique_ptr<ChildProcess> SpawnScript(const std::string& script,
+                                                   const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {PYTHON3_PATH, "-c",
+                                     "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                     "exec(sys.argv.pop(1))",
+                                     script};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ChildProcess::Spawn(argv);
+  }
+
   std::unique_ptr<ChildProcess> SpawnPython(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {PYTHON3_PATH, std::string(PY_CLIENT_DIR) + "/contend.py"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -321,10 +332,7 @@ assert again.state == "released", again
 assert b.list("api/") == []
 print("OK", flush=True)
 )PY";
-  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
-                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
-                                    "exec(sys.argv.pop(1))",
-                                    script, r1_->address(), r2_->address()});
+  auto child = SpawnScript(script, {r1_->address(), r2_->address()});
   ASSERT_TRUE(child);
   auto line = child->ReadLine(milliseconds(60000));
   EXPECT_EQ(line, std::optional<std::string>("OK"));
@@ -348,10 +356,7 @@ lock.release()
 print("OK", flush=True)
 )PY";
   // pick_first over [r1, r2]: the wait starts on r1.
-  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
-                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
-                                    "exec(sys.argv.pop(1))",
-                                    script, absl::StrCat("ipv4:", r1_->address(), ",", r2_->address())});
+  auto child = SpawnScript(script, {absl::StrCat("ipv4:", r1_->address(), ",", r2_->address())});
   ASSERT_TRUE(child);
   ASSERT_TRUE(child->AwaitLine("WAITING", milliseconds(30000)));
   SyncZk zk(zk_connect_);
@@ -394,16 +399,43 @@ except TurnstileError as e:
     print("EXCLUSIVE", e.code.name, flush=True)
 lock.release()
 )PY";
-  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
-                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
-                                    "exec(sys.argv.pop(1))",
-                                    script, r1_->address()});
+  auto child = SpawnScript(script, {r1_->address()});
   ASSERT_TRUE(child);
   auto shared = child->AwaitLine("SHARED", milliseconds(30000));
   ASSERT_TRUE(shared);
   EXPECT_EQ(shared->rfind("SHARED held ", 0), 0u) << *shared;
   EXPECT_EQ(child->AwaitLine("EXCLUSIVE", milliseconds(30000)),
             std::optional<std::string>("EXCLUSIVE FAILED_PRECONDITION"));
+  EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
+// Issue 12: the Python client hears a revocation request (on_revoke) made
+// through the other replica by Client.revoke, and releases in answer.
+TEST_F(PythonInteropTest, PythonHolderHearsRevokeAndLetsGo) {
+  const std::string script = R"PY(
+import sys, threading
+from turnstile_client import Client
+c = Client(sys.argv[1])
+other = Client(sys.argv[2])
+asked = threading.Event()
+def on_revoke(requester, reason):
+    print("ASKED", requester, reason, flush=True)
+    asked.set()
+lock = c.acquire("py-revoke", wait_timeout=30, owner="py-holder", on_revoke=on_revoke)
+print("REVOKED", other.revoke(lock.lease_id, reason="cleanup", requester="py-ops"), flush=True)
+assert asked.wait(20)
+lock.release()
+print("GONE", other.revoke(lock.lease_id, reason="late"), flush=True)
+)PY";
+  auto child = SpawnScript(script, {r1_->address(), r2_->address()});
+  ASSERT_TRUE(child);
+  // ASKED (the reader thread) may come before or after REVOKED.
+  std::set<std::string> lines;
+  while (auto line = child->ReadLine(milliseconds(30000))) {
+    lines.insert(*line);
+    if (line->rfind("GONE", 0) == 0) break;
+  }
+  EXPECT_EQ(lines, (std::set<std::string>{"REVOKED True", "ASKED py-ops cleanup", "GONE False"}));
   EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
@@ -428,10 +460,7 @@ print("SUSPENDED", time.monotonic_ns(), flush=True)
 assert lock.wait_for_state(LOST, timeout=30)
 print("LOST", lock.lost_reason, time.monotonic_ns(), flush=True)
 )PY";
-  auto child = ChildProcess::Spawn({PYTHON3_PATH, "-c",
-                                    "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
-                                    "exec(sys.argv.pop(1))",
-                                    script, address});
+  auto child = SpawnScript(script, {address});
   ASSERT_TRUE(child);
   auto acquired = child->AwaitLine("ACQUIRED", milliseconds(30000));
   ASSERT_TRUE(acquired);

@@ -348,6 +348,13 @@ std::vector<OpenRow> OpenRows() {
       {"kind LOCK_KIND_EXCLUSIVE", Kind(v1::LOCK_KIND_EXCLUSIVE), kOk, {}, ""},
       {"kind LOCK_KIND_SHARED", Kind(v1::LOCK_KIND_SHARED), kOk, {}, ""},
       {"kind value 7", Kind(7), kBad, {"kind", "7"}, ""},
+      // revoke_reason: 0..256 bytes.
+      {"revoke_reason 256 bytes",
+       [](v1::AcquireOpen& o) { o.set_revoke_holders(true); o.set_revoke_reason(std::string(256, 'r')); },
+       kOk, {}, ""},
+      {"revoke_reason 257 bytes",
+       [](v1::AcquireOpen& o) { o.set_revoke_holders(true); o.set_revoke_reason(std::string(257, 'r')); },
+       kBad, {"revoke_reason"}, "256"},
   };
 }
 
@@ -451,7 +458,38 @@ TEST_F(ValidationTest, AcquireStreamProtocolErrors) {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Release.
+// 3. Release and Revoke.
+
+// Revoke (issue 12): lease id as for Release; requester 0..128 bytes,
+// reason 0..256 bytes, each checked before ZooKeeper is asked.
+TEST_F(ValidationTest, RevokeArguments) {
+  const std::string unknown = FormatLeaseId(EncodeLockName("nope"), "x-00000000deadbeef-0000000001");
+  struct Row {
+    std::string what, lease_id, requester, reason;
+    Code code;
+    std::vector<std::string> must_contain;
+    std::string limit;
+  };
+  std::vector<Row> rows = {
+      {"malformed lease id", "garbage", "", "", Code::INVALID_ARGUMENT, {"lease_id"}, ""},
+      {"requester 128 bytes", unknown, std::string(128, 'q'), "", Code::NOT_FOUND, {"lease_id"}, ""},
+      {"requester 129 bytes", unknown, std::string(129, 'q'), "", Code::INVALID_ARGUMENT,
+       {"requester"}, "128"},
+      {"reason 256 bytes", unknown, "", std::string(256, 'r'), Code::NOT_FOUND, {"lease_id"}, ""},
+      {"reason 257 bytes", unknown, "", std::string(257, 'r'), Code::INVALID_ARGUMENT, {"reason"},
+       "256"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.what);
+    grpc::ClientContext ctx;
+    v1::RevokeRequest req;
+    req.set_lease_id(row.lease_id);
+    req.set_requester(row.requester);
+    req.set_reason(row.reason);
+    v1::RevokeResponse resp;
+    ExpectStatus(s1_->Revoke(&ctx, req, &resp), row.code, row.must_contain, row.limit);
+  }
+}
 
 TEST_F(ValidationTest, ReleaseRejectsMalformedAndUnknownLeaseIds) {
   struct Row {

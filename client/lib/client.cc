@@ -70,6 +70,7 @@ namespace {
 namespace v1 = ::turnstile::v1;
 using Clock = std::chrono::steady_clock;
 using Callback = std::function<void(const LockStatus&)>;
+using RevokeCallback = std::function<void(const std::string&, const std::string&)>;
 using AcquireStreamRW = grpc::ClientReaderWriter<v1::AcquireRequest, v1::AcquireEvent>;
 using KeepAliveStreamRW = grpc::ClientReaderWriter<v1::KeepAliveRequest, v1::KeepAliveResponse>;
 
@@ -196,7 +197,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
  public:
   HoldCore(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<KeepAliver> ka,
            std::shared_ptr<Registry> registry, std::string name, std::string registry_key,
-           Millis ttl, Callback first_on_change)
+           Millis ttl, Callback first_on_change, RevokeCallback on_revoke = nullptr)
       : stub_(std::move(stub)),
         ka_(std::move(ka)),
         registry_(std::move(registry)),
@@ -206,6 +207,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     live_handles_ = 1;  // handle 0, returned by Acquire
     next_handle_id_ = 1;
     if (first_on_change) subscribers_[0] = std::move(first_on_change);
+    on_revoke_ = std::move(on_revoke);
   }
 
   ~HoldCore() {
@@ -475,6 +477,13 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         message_ = ev.lost().message();
         NotifyLocked(l);
         return;
+      case v1::AcquireEvent::REVOKE_REQUESTED: {
+        if (!held || !on_revoke_) return;
+        RevokeCallback cb = on_revoke_;
+        l.unlock();
+        cb(ev.revoke_requested().requester(), ev.revoke_requested().reason());
+        return;
+      }
       case v1::AcquireEvent::RELEASED:
         if (!held) return;
         phase_ = Phase::kReleased;
@@ -654,6 +663,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   Clock::time_point refresh_due_;          // GUARDED_BY(mu_) next refresh expected by
   Clock::time_point valid_until_;          // GUARDED_BY(mu_) the latest refresh's validity
   bool silent_ = false;                    // GUARDED_BY(mu_) kSuspended by the watchdog
+  RevokeCallback on_revoke_;               // set before the stream starts
   std::string lost_reason_;                // GUARDED_BY(mu_)
   std::string message_;                    // GUARDED_BY(mu_)
   bool ended_ = false;                     // GUARDED_BY(mu_)
@@ -898,6 +908,8 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   SetDuration(options.ttl, open.mutable_ttl());
   open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
   open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
+  open.set_revoke_holders(options.revoke_holders);
+  open.set_revoke_reason(options.revoke_reason);
 
   // A wait that ends UNAVAILABLE (the replica is draining, lost ZooKeeper,
   // or cannot be reached; or CANCELLED by a replica shutting down) is
@@ -918,7 +930,7 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
       remaining = Millis(0);
     }
     core = std::make_shared<HoldCore>(im.stub, im.keepaliver, im.registry, name, key,
-                                      options.ttl, options.on_change);
+                                      options.ttl, options.on_change, options.on_revoke);
     absl::Status st = core->Start(open, remaining, options.on_queued);
     if (st.ok()) break;
     // CANCELLED cannot come from the caller here (Acquire blocks): it is a
@@ -944,6 +956,17 @@ absl::Status Client::Release(const std::string& lease_id) {
   req.set_lease_id(lease_id);
   v1::ReleaseResponse resp;
   return FromGrpc(impl_->stub->Release(&ctx, req, &resp));
+}
+
+absl::Status Client::Revoke(const std::string& lease_id, const std::string& reason) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::RevokeRequest req;
+  req.set_lease_id(lease_id);
+  req.set_requester(impl_->options.default_owner);
+  req.set_reason(reason);
+  v1::RevokeResponse resp;
+  return FromGrpc(impl_->stub->Revoke(&ctx, req, &resp));
 }
 
 // ---- Lock ----

@@ -97,6 +97,14 @@ struct AcquireOptions {
   // A shared (read) hold: coexists with other shared holders of the name,
   // excludes exclusive ones; FIFO across both kinds (LOCK_KIND_SHARED).
   bool shared = false;
+  // Once queued, ask the holders ahead to let go (they get on_revoke /
+  // REVOKE_REQUESTED with this Acquire's owner and revoke_reason).
+  bool revoke_holders = false;
+  std::string revoke_reason;
+  // Called (on a library thread, must not block) when someone asks this
+  // holder to let go (Client::Revoke, or a waiter with revoke_holders).
+  // The holder decides: Release, or keep the lock.
+  std::function<void(const std::string& requester, const std::string& reason)> on_revoke;
   // Called with the queue position while waiting (1 = next in line).
   std::function<void(int64_t position)> on_queued;
   // Called on every state change after the grant (kSuspended, kHeld again on
@@ -120,6 +128,9 @@ class Client {
   // Release / KeepAlive by lease id (e.g. a lease handed over by another
   // process). NOT_FOUND if the lease is gone.
   absl::Status Release(const std::string& lease_id);
+  // Asks the holder of `lease_id` to let go (requester: default_owner).
+  // NOT_FOUND if the lease is gone.
+  absl::Status Revoke(const std::string& lease_id, const std::string& reason);
 
   class Impl;
 

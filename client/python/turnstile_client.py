@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import grpc
 
@@ -121,8 +121,12 @@ class Lock:
     """One Acquire stream. Obtained from Client.acquire(); a context manager
     that releases on exit."""
 
-    def __init__(self, client: "Client", name: str, open_msg):
+    def __init__(self, client: "Client", name: str, open_msg, on_revoke=None):
         self._client = client
+        # on_revoke(requester, reason): someone asked this holder to let go
+        # (REVOKE_REQUESTED); called on the reader thread; the holder decides.
+        self._on_revoke = on_revoke
+        self.revoke_requests: List[Tuple[str, str]] = []  # (requester, reason) seen
         self.name = name
         self._cond = threading.Condition()
         self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
@@ -247,6 +251,7 @@ class Lock:
         T = pb.AcquireEvent
         start_keepalive = False
         start_watchdog = False
+        revoke = None
         with self._cond:
             if ev.type == T.QUEUED:
                 self.position = ev.queued.position
@@ -293,6 +298,10 @@ class Lock:
                 self._state = LOST
                 self.lost_reason = pb.Lost.Reason.Name(ev.lost.reason)
                 self.lost_message = ev.lost.message
+            elif ev.type == T.REVOKE_REQUESTED:
+                if self._state in (HELD, SUSPENDED):
+                    revoke = (ev.revoke_requested.requester, ev.revoke_requested.reason)
+                    self.revoke_requests.append(revoke)
             elif ev.type == T.RELEASED:
                 self._state = RELEASED
             self._cond.notify_all()
@@ -300,6 +309,8 @@ class Lock:
             self._keepalive = threading.Thread(
                 target=self._renew, name="turnstile-lock-keepalive", daemon=True)
             self._keepalive.start()
+        if revoke is not None and self._on_revoke is not None:
+            self._on_revoke(*revoke)
         if start_watchdog:
             threading.Thread(target=self._watchdog, name="turnstile-lock-watchdog",
                              daemon=True).start()
@@ -432,11 +443,16 @@ class Client:
 
     def acquire(self, name: str, wait_timeout: float = 60.0, ttl: float = 0.0,
                 owner: str = "", metadata: Optional[Dict[str, str]] = None,
-                grace: float = 15.0, shared: bool = False) -> Lock:
+                grace: float = 15.0, shared: bool = False,
+                on_revoke: Optional[Callable[[str, str], None]] = None,
+                revoke_holders: bool = False, revoke_reason: str = "") -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
         shared=True: a read hold (LOCK_KIND_SHARED), together with other
         shared holders, FIFO behind any writer queued earlier.
+        on_revoke(requester, reason): called when someone asks this holder to
+        let go (Client.revoke, or a waiter's revoke_holders); it decides.
+        revoke_holders=True: once queued, ask the holders ahead to let go.
         Returns a held Lock, or raises TurnstileError with the status code
         the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
         DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
@@ -448,7 +464,7 @@ class Client:
         while True:
             try:
                 return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
-                                          shared)
+                                          shared, on_revoke, revoke_holders, revoke_reason)
             except TurnstileError as e:
                 # CANCELLED here comes from the server side (a replica that
                 # shuts down cancels the calls it still has): retried too.
@@ -461,13 +477,15 @@ class Client:
             wait_timeout = max(end - time.monotonic(), 0.001)
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
-                      shared=False) -> Lock:
+                      shared=False, on_revoke=None, revoke_holders=False,
+                      revoke_reason="") -> Lock:
         pb = self._pb2
         open_msg = pb.AcquireOpen(
             name=name, owner=owner, metadata=metadata or {},
             wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
-            kind=pb.LOCK_KIND_SHARED if shared else pb.LOCK_KIND_EXCLUSIVE)
-        lock = Lock(self, name, open_msg)
+            kind=pb.LOCK_KIND_SHARED if shared else pb.LOCK_KIND_EXCLUSIVE,
+            revoke_holders=revoke_holders, revoke_reason=revoke_reason)
+        lock = Lock(self, name, open_msg, on_revoke)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:
             with lock._cond:
@@ -496,14 +514,24 @@ class Client:
     def release(self, lease_id: str) -> bool:
         """Releases a lease by id (any replica). True if it was released,
         False if it was already gone (NOT_FOUND)."""
+        return self._unary_found(self._stub.Release,
+                                 self._pb2.ReleaseRequest(lease_id=lease_id))
+
+    def _unary_found(self, method, request) -> bool:
+        """Calls a unary RPC on a lease: True if done, False on NOT_FOUND."""
         try:
-            self._stub.Release(self._pb2.ReleaseRequest(lease_id=lease_id),
-                               timeout=self.timeout)
+            method(request, timeout=self.timeout)
             return True
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 return False
             raise TurnstileError.from_rpc(e) from None
+
+    def revoke(self, lease_id: str, reason: str = "", requester: str = "") -> bool:
+        """Asks the holder of a lease to let go (any replica); it decides.
+        True if asked, False if the lease is gone (NOT_FOUND)."""
+        return self._unary_found(self._stub.Revoke, self._pb2.RevokeRequest(
+            lease_id=lease_id, reason=reason, requester=requester))
 
     def keep_alive(self, lease_ids: List[str],
                    timeout: Optional[float] = None) -> List[LeaseStatus]:
