@@ -196,6 +196,9 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   std::string revoke_reason;
   f.Bool("revoke-holders", &revoke_holders, "once queued, ask the holders ahead to let go");
   f.String("revoke-reason", &revoke_reason, "the reason they are told (with --revoke-holders)");
+  Millis lock_delay(0);
+  f.Duration("lock-delay", &lock_delay,
+             "if the hold ends involuntarily, the next grant waits this long (0..60s)");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
   if (help) {
@@ -219,6 +222,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.shared = shared;
   o.revoke_holders = revoke_holders;
   o.revoke_reason = revoke_reason;
+  o.lock_delay = lock_delay;
   o.on_revoke = [&](const std::string& requester, const std::string& reason) {
     if (g.json()) {
       PrintLine(absl::StrCat("{\"event\":\"revoke_requested\",\"requester\":", JsonQuote(requester),
@@ -303,6 +307,9 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.String("on-revoke", &on_revoke,
            "when asked to let go (REVOKE_REQUESTED): term = SIGTERM to CMD (it exits, the "
            "lock is released), ignore = keep the lock");
+  Millis lock_delay(0);
+  f.Duration("lock-delay", &lock_delay,
+             "if the hold ends involuntarily, the next grant waits this long (0..60s)");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
   if (help) {
@@ -335,6 +342,7 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.shared = shared;
   o.revoke_holders = revoke_holders;
   o.revoke_reason = revoke_reason;
+  o.lock_delay = lock_delay;
   o.on_change = [&](const LockStatus& s) { watch.OnChange(s); };
   // The child's pid once it runs (0 before): a revocation request is passed
   // to it as SIGTERM (--on-revoke term). One that arrives before the

@@ -140,6 +140,10 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
         "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
         "..", lim.max_ttl.count(), "ms"));
   }
+  if (p.lock_delay < Millis(0) || p.lock_delay > kMaxLockDelay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lock_delay is ", p.lock_delay.count(), "ms; it must be 0..", kMaxLockDelay.count(), "ms"));
+  }
   if (p.revoke_reason.size() > kMaxRevokeReasonBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "revoke_reason is ", p.revoke_reason.size(), " bytes; the limit is ",
@@ -192,6 +196,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     info.replica_id = options_.replica_id;
     info.started_unix_ms = NowUnixMs();
     info.ttl_ms = p.ttl.count();
+    info.lock_delay_ms = p.lock_delay.count();
     c->data = EncodeContenderInfo(info);
     c->sink = std::move(sink);
     Contender* raw = c.get();
@@ -475,15 +480,26 @@ void LockEngine::RequestList(const std::string& segment) {
   lock.list_wanted = false;
   SessionSlot* slot = SlotOf(segment);
   const uint64_t covers = create_counter_, epoch = slot->epoch;
-  slot->zk->GetChildren(options_.root + "/" + segment,
-                   [this, segment, covers, epoch](ZkCode code,
-                                                  const std::vector<std::string>& children) {
-                     {
-                       std::lock_guard<std::mutex> l(mu_);
-                       if (!shut_down_) OnListed(segment, covers, epoch, code, children);
-                     }
-                     Deliver();
-                   });
+  slot->zk->GetChildrenStat(
+      options_.root + "/" + segment,
+      [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
+                                     const ZkStat& stat) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (!shut_down_) {
+            // Data on the lock node: a lock-delay may be running (started
+            // by another replica). Grants wait until it is read.
+            auto it = locks_.find(segment);
+            if (code == ZkCode::kOk && stat.data_length > 0 && it != locks_.end() &&
+                !it->second.mark_pending) {
+              it->second.mark_pending = true;
+              ReadLockMark(segment);
+            }
+            OnListed(segment, covers, epoch, code, children);
+          }
+        }
+        Deliver();
+      });
 }
 
 void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
@@ -593,6 +609,33 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
   const LockQueue::Entry* ahead = lock.queue.Blocker(c->seq, c->params.kind);
+  if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
+  if (ahead == nullptr && Clock::now() < lock.delayed_until) {
+    // In lock-delay: the previous hold ended involuntarily.
+    if (c->params.wait_timeout == Millis(0)) {
+      ++stats_.not_acquired_try_once;
+      FailWait(c, absl::FailedPreconditionError(absl::StrCat(
+                      "lock \"", c->params.name, "\" is in lock-delay for another ",
+                      std::chrono::duration_cast<Millis>(lock.delayed_until - Clock::now()).count(),
+                      "ms (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
+      return;
+    }
+    if (c->delay_timer == 0) {
+      uint64_t id = c->id, gen = c->gen;
+      c->delay_timer = timers_->Schedule(lock.delayed_until, [this, id, gen] {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (shut_down_) return;
+          Contender* c = Find(id, gen);
+          if (c == nullptr) return;
+          c->delay_timer = 0;
+          if (c->state == State::kWaiting) Advance(c, false);
+        }
+        Deliver();
+      });
+    }
+    return;
+  }
   if (ahead == nullptr) {
     Grant(c, from_listing);
     return;
@@ -615,6 +658,64 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     Arm(c);
   }
   if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
+}
+
+void LockEngine::StartLockDelay(const std::string& segment, const std::string& lock_path,
+                                Millis delay, const std::string& released) {
+  LockState& lock = locks_[segment];
+  const auto until = Clock::now() + delay;
+  if (until <= lock.delayed_until) return;
+  lock.delayed_until = until;
+  ++stats_.lock_delays_started;
+  const int64_t until_unix_ms =
+      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch() + delay)
+          .count();
+  // For Describe and for contenders that list the lock on other replicas
+  // (best effort: without it they only miss the delay).
+  SlotOf(segment)->zk->SetData(lock_path, EncodeLockMark(released, until_unix_ms), -1,
+                               [](ZkCode, const ZkStat&) {});
+}
+
+void LockEngine::ReadLockMark(const std::string& segment) {
+  const std::string lock_path = options_.root + "/" + segment;
+  const uint64_t epoch = SlotOf(segment)->epoch;
+  SlotOf(segment)->zk->GetData(lock_path, nullptr, [this, segment, epoch](
+                                                       ZkCode code, const std::string& data,
+                                                       const ZkStat&) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = locks_.find(segment);
+      if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
+      it->second.mark_pending = false;
+      if (code == ZkCode::kOk) {
+        const LockMark mark = DecodeLockMark(data);
+        const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count();
+        if (mark.delay_until_unix_ms > now_unix_ms) {
+          const auto until = Clock::now() + Millis(mark.delay_until_unix_ms - now_unix_ms);
+          it->second.delayed_until = std::max(it->second.delayed_until, until);
+        }
+      }
+      AdvanceUnblocked(segment);
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::AdvanceUnblocked(const std::string& segment) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  std::vector<Contender*> ready;
+  for (uint64_t id : it->second.ids) {
+    Contender* c = contenders_.at(id).get();
+    if (c->state == State::kWaiting && c->watching.empty() && c->delay_timer == 0) {
+      ready.push_back(c);
+    }
+  }
+  for (Contender* c : ready) {
+    if (c->state == State::kWaiting) Advance(c, false);
+  }
 }
 
 // QUEUED is sent on every change within the last 10 places; further back
@@ -718,6 +819,28 @@ void LockEngine::Arm(Contender* c) {
               SendHeartbeat(c->slot);
               return;
             }
+            if (c->blocker_delay_ms > 0 && blocker == nullptr) {
+              // The blocker held with a lock-delay: was its end clean? The
+              // lock node's mark (written in its release's transaction)
+              // says. (A local blocker's end is known here: EndContender.)
+              const std::string node = c->watching;
+              const Millis delay(c->blocker_delay_ms);
+              c->zk()->GetData(c->lock_path, nullptr,
+                               [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
+                                                                  const ZkStat&) {
+                                 {
+                                   std::lock_guard<std::mutex> l(mu_);
+                                   Contender* c = Find(id, gen);
+                                   if (c == nullptr || c->state != State::kWaiting) return;
+                                   if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
+                                     StartLockDelay(c->segment, c->lock_path, delay, "");
+                                   }
+                                   gone();
+                                 }
+                                 Deliver();
+                               });
+              return;
+            }
             gone();
           } else {
             Arm(c);  // data changed (a remote KeepAlive): watch again
@@ -725,11 +848,19 @@ void LockEngine::Arm(Contender* c) {
         }
         Deliver();
       },
-      [this, id, gen, gone](ZkCode code, const std::string&, const ZkStat&) {
+      [this, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
+          if (code == ZkCode::kOk) {
+            // The blocker's lock-delay (decoded only when it has one).
+            c->blocker_delay_ms = 0;
+            if (data.find("\nlock_delay_ms=") != std::string::npos) {
+              absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+              if (info.ok()) c->blocker_delay_ms = info->lock_delay_ms;
+            }
+          }
           if (code == ZkCode::kNoNode) {
             c->watch_key = 0;  // no watch is left on a missing node
             gone();
@@ -1070,6 +1201,11 @@ void LockEngine::FailWait(Contender* c, const absl::Status& status) {
 void LockEngine::EndContender(Contender* c) {
   if (c->waiting()) NoteWaitEnded(c, AcquireResult::kCancelled);  // abandoned
   if (c->state == State::kHeld) NoteHoldEnded(c);
+  if (c->state == State::kHeld && c->announced && c->params.lock_delay > Millis(0)) {
+    // Ended without the client asking (lost, revoked by lease id, the
+    // client gone): the next grant waits the holder's lock-delay.
+    StartLockDelay(c->segment, c->lock_path, c->params.lock_delay, "");
+  }
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
   c->wait_timer = c->ttl_timer = 0;
@@ -1122,30 +1258,42 @@ void LockEngine::IssueDelete(Contender* c) {
   c->state = State::kDeleting;
   Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
-  if (Contender* next = LocalSuccessor(c)) {
-    std::string next_path = next->path();
-    c->handoff_in_flight = true;
-    c->zk()->DeleteChecking(
-        c->path(), next_path, [this, id, gen, next_path](ZkCode del, ZkCode check) {
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            Contender* c = Find(id, gen);
-            if (c == nullptr) return;
-            c->handoff_in_flight = false;
-            if (IsRetryable(del)) {
-              Stall(c);
-            } else if (del == ZkCode::kOk && check == ZkCode::kOk) {
-              OnDeleted(c, &next_path);
-            } else if (del == ZkCode::kOk) {
-              // The successor's node is gone; nothing was applied.
-              c->plain_delete = true;
-              IssueDelete(c);
-            } else {
-              OnDeleted(c, nullptr);  // already gone, or gone with the session
-            }
-          }
-          Deliver();
-        });
+  Contender* next = LocalSuccessor(c);
+  // A clean release of a hold with a lock-delay says it was clean, in the
+  // same transaction, so that waiters elsewhere do not wait the delay.
+  const bool mark = c->clean_end && c->params.lock_delay > Millis(0) && !c->mark_failed;
+  if (next != nullptr || mark) {
+    std::string next_path = next != nullptr ? next->path() : "";
+    c->handoff_in_flight = next != nullptr;
+    auto done = [this, id, gen, next_path](ZkCode del, ZkCode check) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        Contender* c = Find(id, gen);
+        if (c == nullptr) return;
+        c->handoff_in_flight = false;
+        if (IsRetryable(del)) {
+          Stall(c);
+        } else if (del == ZkCode::kOk && check == ZkCode::kOk) {
+          OnDeleted(c, next_path.empty() ? nullptr : &next_path);
+        } else if (del == ZkCode::kOk) {
+          // The successor's node is gone; nothing was applied.
+          c->plain_delete = true;
+          IssueDelete(c);
+        } else if (del == ZkCode::kOther) {
+          c->mark_failed = true;  // the lock node could not be marked: delete alone
+          IssueDelete(c);
+        } else {
+          OnDeleted(c, nullptr);  // already gone, or gone with the session
+        }
+      }
+      Deliver();
+    };
+    if (mark) {
+      c->zk()->DeleteMarked(c->path(), c->lock_path, EncodeLockMark(c->node, 0), next_path,
+                            std::move(done));
+    } else {
+      c->zk()->DeleteChecking(c->path(), next_path, std::move(done));
+    }
     return;
   }
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
@@ -1183,6 +1331,7 @@ void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
 
 void LockEngine::Forget(Contender* c) {
   Disarm(c);
+  timers_->Cancel(c->delay_timer);
   c->slot->watched_path_bytes -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
@@ -1210,6 +1359,7 @@ void LockEngine::Release(uint64_t id) {
     if (!c->sink) return;
     if (c->state == State::kHeld && c->announced) {
       // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
+      c->clean_end = true;
       NoteHoldEnded(c);
       timers_->Cancel(c->ttl_timer);
       c->ttl_timer = 0;
@@ -1285,6 +1435,10 @@ EngineStats LockEngine::stats() const {
   s.holders = 0;
   for (auto& [id, c] : contenders_) {
     if (c->state == State::kHeld) ++s.holders;
+  }
+  const auto now = Clock::now();
+  for (const auto& [segment, lock] : locks_) {
+    if (lock.delayed_until > now) ++s.locks_in_delay;
   }
   return s;
 }

@@ -61,6 +61,10 @@ struct AcquireParams {
   // their streams; they decide), with this reason.
   bool revoke_holders = false;
   std::string revoke_reason;
+  // Lock-delay (Chubby, Consul): when this hold ends involuntarily (lost,
+  // released by lease id by someone else, the client gone), the next grant
+  // waits this long from when the loss became known. 0..kMaxLockDelay.
+  Millis lock_delay{0};
 };
 
 enum class LostReason { kSessionExpired, kLeaseExpired, kDeleted, kShutdown };
@@ -166,6 +170,7 @@ struct ContenderView {
 };
 struct LockDescription {
   std::string name;
+  int64_t delayed_until_unix_ms = 0;  // in lock-delay until then (0: not)
   std::vector<ContenderView> holders;
   std::vector<ContenderView> waiters;
 };
@@ -187,6 +192,8 @@ struct EngineStats {
   // Local handoffs granted from the reply of the holder's delete-and-check
   // transaction (no confirming read; see LockEngine::LocalSuccessor).
   uint64_t handoffs_in_one_transaction = 0;
+  uint64_t lock_delays_started = 0;  // involuntary ends that delayed a grant
+  size_t locks_in_delay = 0;          // this replica's locks in lock-delay now
   uint64_t revokes_requested = 0;  // written by this replica
   uint64_t revokes_delivered = 0;  // told to holders on this replica
   size_t contenders = 0;           // local contenders with any state
@@ -234,6 +241,7 @@ class LockEngine {
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
   static constexpr size_t kMaxRevokeReasonBytes = 256;
+  static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
   void BeginDrain();
@@ -322,6 +330,10 @@ class LockEngine {
     bool list_in_flight = false;
     bool list_wanted = false;     // a create was sent after the listing in flight
     bool sweep_scheduled = false;  // a position sweep is due
+    // Lock-delay: no grant before this. mark_pending: the lock node has
+    // data (a listing said so) not read yet: grants wait for the read.
+    TimerQueue::Clock::time_point delayed_until{};
+    bool mark_pending = false;
   };
 
   void Step(Contender* c);
@@ -351,6 +363,14 @@ class LockEngine {
   void NoteOwnNode(Contender* c, const std::string& data, int32_t version);
   // The revocation request of waiter `c` to the holders ahead of it.
   void RequestRevokeOfHolders(Contender* c);
+  // Lock-delay: no grant on `segment` for `delay` from now; the lock node
+  // says so (for Describe and contenders of other replicas).
+  void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
+                      const std::string& released);
+  // Reads the lock node's mark (a listing saw data on it), then re-decides.
+  void ReadLockMark(const std::string& segment);
+  // Re-decides the local waiters of `segment` that have nothing ahead.
+  void AdvanceUnblocked(const std::string& segment);
   void TellRevoke(Contender* c);
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.

@@ -46,7 +46,7 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
       Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
       Later([done] { done(absl::OkStatus()); });
     } else {
-      slot->zk->Delete(path, -1, [done, lease_id](ZkCode code) {
+      auto deleted = [done, lease_id](ZkCode code) {
         if (code == ZkCode::kOk) {
           done(absl::OkStatus());
         } else if (code == ZkCode::kNoNode) {
@@ -57,6 +57,24 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
           done(absl::UnavailableError(
               absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))));
         }
+      };
+      // Someone else's hold ends involuntarily: if it has a lock-delay, the
+      // lock node says so in the same transaction as the delete, so no
+      // waiter or newcomer sees the node gone without the delay.
+      const std::string lock_path = options_.root + "/" + lease->lock_segment;
+      ZkSession* zk = slot->zk;
+      zk->GetData(path, nullptr, [zk, path, lock_path, deleted](ZkCode code, const std::string& data,
+                                                               const ZkStat&) {
+        if (code != ZkCode::kOk) return deleted(code);
+        absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+        if (!info.ok() || info->lock_delay_ms <= 0) {
+          return zk->Delete(path, -1, deleted);
+        }
+        const int64_t until = std::chrono::duration_cast<Millis>(
+                                  std::chrono::system_clock::now().time_since_epoch()).count() +
+                              info->lock_delay_ms;
+        zk->DeleteMarked(path, lock_path, EncodeLockMark("", until), "",
+                         [deleted](ZkCode del, ZkCode) { deleted(del); });
       });
     }
   }
@@ -257,27 +275,21 @@ void LockEngine::Describe(
       size_t left;
       std::vector<ContenderName> queue;
       std::vector<std::optional<ContenderView>> views;
+      int64_t delay_until_unix_ms = 0;
     };
     auto g = std::make_shared<Gather>();
-    g->left = queue.size();
+    g->left = queue.size() + 1;
     g->queue = queue;
     g->views.resize(queue.size());
-    for (size_t i = 0; i < queue.size(); ++i) {
-      zk->GetData(lock_path + "/" + queue[i].node, nullptr,
-                   [g, i, name, done, not_found](ZkCode code, const std::string& data,
-                                                 const ZkStat& stat) {
-                     std::unique_lock<std::mutex> l(g->mu);
-                     if (code == ZkCode::kOk) {
-                       ContenderView v;
-                       if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
-                       v.kind = g->queue[i].kind;
-                       v.since_unix_ms = stat.ctime_ms;
-                       v.fencing_token = static_cast<uint64_t>(stat.czxid);
-                       g->views[i] = v;
-                     }
+    auto finish = [g, name, done, not_found](std::unique_lock<std::mutex>& l) {
                      if (--g->left > 0) return;
                      LockDescription d;
                      d.name = name;
+                     const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+                     if (g->delay_until_unix_ms > now_unix_ms) {
+                       d.delayed_until_unix_ms = g->delay_until_unix_ms;
+                     }
                      int64_t pos = 0;
                      bool exclusive_ahead = false;
                      for (auto& v : g->views) {
@@ -293,6 +305,27 @@ void LockEngine::Describe(
                      l.unlock();
                      if (pos == 0) return done(not_found());
                      done(std::move(d));
+    };
+    // The lock node's own data: a lock-delay in progress.
+    zk->GetData(lock_path, nullptr, [g, finish](ZkCode code, const std::string& data,
+                                                const ZkStat&) {
+      std::unique_lock<std::mutex> l(g->mu);
+      if (code == ZkCode::kOk) g->delay_until_unix_ms = DecodeLockMark(data).delay_until_unix_ms;
+      finish(l);
+    });
+    for (size_t i = 0; i < queue.size(); ++i) {
+      zk->GetData(lock_path + "/" + queue[i].node, nullptr,
+                   [g, i, finish](ZkCode code, const std::string& data, const ZkStat& stat) {
+                     std::unique_lock<std::mutex> l(g->mu);
+                     if (code == ZkCode::kOk) {
+                       ContenderView v;
+                       if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
+                       v.kind = g->queue[i].kind;
+                       v.since_unix_ms = stat.ctime_ms;
+                       v.fencing_token = static_cast<uint64_t>(stat.czxid);
+                       g->views[i] = v;
+                     }
+                     finish(l);
                    });
     }
   });

@@ -96,6 +96,11 @@ struct LockEngine::Contender {
   std::string revoke_by, revoke_reason;  // the latest request seen
   bool revoke_told = true;  // the latest request was told (set false when one is seen)
   bool revoke_sent = false;  // a waiter's request to the holders was sent
+  // Lock-delay.
+  bool clean_end = false;    // the client asked to release (not lost)
+  bool mark_failed = false;  // the clean-release mark could not be written
+  int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
+  TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
   // When the holder was last told its validity (ACQUIRED, STILL_HELD).
   engine_internal::Clock::time_point refreshed_at;
   // The ttl ran out while contact was not trusted: read the version again

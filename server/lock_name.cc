@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace turnstile {
 
@@ -393,6 +394,7 @@ std::string EncodeContenderInfo(const ContenderInfo& info) {
   AppendInfoEscaped(info.replica_id, &out);
   absl::StrAppend(&out, "\nstarted_unix_ms=", info.started_unix_ms,
                   "\nttl_ms=", info.ttl_ms, "\n");
+  if (info.lock_delay_ms > 0) absl::StrAppend(&out, "lock_delay_ms=", info.lock_delay_ms, "\n");
   if (info.renewals > 0) absl::StrAppend(&out, "renewals=", info.renewals, "\n");
   if (info.revoke_id > 0) {
     absl::StrAppend(&out, "revoke_id=", info.revoke_id, "\nrevoke_by=");
@@ -451,8 +453,10 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
       if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) {
         return s;
       }
-    } else if (key == "renewals" || key == "revoke_id") {
-      int64_t& field = key == "renewals" ? info.renewals : info.revoke_id;
+    } else if (key == "renewals" || key == "revoke_id" || key == "lock_delay_ms") {
+      int64_t& field = key == "renewals"    ? info.renewals
+                       : key == "revoke_id" ? info.revoke_id
+                                            : info.lock_delay_ms;
       if (!ParseCanonicalInt64(raw_value, &field) || field < 0) {
         return InfoError(line_no, absl::StrCat(key, ": not a canonical int64 >= 0: ",
                                                Quote(raw_value)));
@@ -496,6 +500,27 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
         "ttl_ms");
   }
   return info;
+}
+
+std::string EncodeLockMark(const std::string& released, int64_t delay_until_unix_ms) {
+  std::string out = "turnstile-lock v1\n";
+  if (!released.empty()) absl::StrAppend(&out, "released=", released, "\n");
+  if (delay_until_unix_ms > 0) absl::StrAppend(&out, "delay_until_unix_ms=", delay_until_unix_ms, "\n");
+  return out;
+}
+
+LockMark DecodeLockMark(absl::string_view data) {
+  LockMark m;
+  if (!absl::StartsWith(data, "turnstile-lock v1\n")) return m;
+  for (absl::string_view line : absl::StrSplit(data, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "released=")) {
+      m.released = std::string(line.substr(9));
+    } else if (absl::StartsWith(line, "delay_until_unix_ms=")) {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(line.substr(20), &v) && v > 0) m.delay_until_unix_ms = v;
+    }
+  }
+  return m;
 }
 
 }  // namespace turnstile

@@ -95,6 +95,9 @@ struct ContenderInfo {
   // Written by KeepAlive and Revoke through any replica (read-modify-write
   // with the node's version); the owning replica follows them. Optional
   // lines, written only when set, so older readers ignore them.
+  // The holder's lock-delay (0 = none): after its hold ends involuntarily,
+  // the next grant waits this long.
+  int64_t lock_delay_ms = 0;
   int64_t renewals = 0;       // remote KeepAlives so far
   int64_t revoke_id = 0;      // revocation requests so far (0 = none)
   std::string revoke_by;      // the latest request's requester
@@ -107,6 +110,7 @@ struct ContenderInfo {
 //   replica_id=<escaped>
 //   started_unix_ms=<decimal>
 //   ttl_ms=<decimal>
+//   lock_delay_ms=<decimal>     (only when > 0)
 //   renewals=<decimal>          (only when > 0)
 //   revoke_id=<decimal>         (only when > 0; then also the next two)
 //   revoke_by=<escaped>
@@ -121,6 +125,20 @@ std::string EncodeContenderInfo(const ContenderInfo& info);
 // integers, missing final newline. Lines with unknown keys are ignored, so a
 // newer writer may add fields without breaking older readers.
 absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data);
+
+// The data of a lock's own node (lock-delay, issue 12), one line each:
+//   turnstile-lock v1
+//   released=<contender node>        the last hold released cleanly
+//   delay_until_unix_ms=<decimal>    in lock-delay until then (wall clock)
+// Written by a clean release of a hold with a lock-delay (in the same
+// transaction as its delete) and by a replica that starts a lock-delay.
+struct LockMark {
+  std::string released;
+  int64_t delay_until_unix_ms = 0;
+};
+std::string EncodeLockMark(const std::string& released, int64_t delay_until_unix_ms);
+// Lenient: anything else (empty data, an older format) is an empty mark.
+LockMark DecodeLockMark(absl::string_view data);
 
 }  // namespace turnstile
 

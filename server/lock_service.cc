@@ -36,6 +36,7 @@ absl::StatusOr<AcquireParams> ToParams(const v1::AcquireOpen& open) {
   p.wait_timeout = FromDuration(open.wait_timeout());
   p.ttl = FromDuration(open.ttl());
   p.revoke_holders = open.revoke_holders();
+  p.lock_delay = FromDuration(open.lock_delay());
   p.revoke_reason = open.revoke_reason();
   switch (open.kind()) {
     case v1::LOCK_KIND_UNSPECIFIED:
@@ -475,6 +476,11 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(
       return reactor->Finish(g);
     }
     resp->set_name(d->name);
+    if (d->delayed_until_unix_ms > 0) {
+      resp->mutable_delayed_until()->set_seconds(d->delayed_until_unix_ms / 1000);
+      resp->mutable_delayed_until()->set_nanos(
+          static_cast<int32_t>((d->delayed_until_unix_ms % 1000) * 1000000));
+    }
     for (const auto& h : d->holders) ToProto(h, resp->add_holders());
     for (const auto& w : d->waiters) ToProto(w, resp->add_waiters());
     NoteRequest("Describe", grpc::StatusCode::OK);

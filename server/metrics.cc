@@ -129,6 +129,11 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                    "connected, else 0.",
                    prometheus::MetricType::Gauge,
                    {GaugeMetric(all_up ? 1 : 0)}});
+    out.push_back({"turnstile_locks_in_delay",
+                   "Locks of this replica in lock-delay now (a hold ended involuntarily; "
+                   "no grant until its delay has passed).",
+                   prometheus::MetricType::Gauge,
+                   {GaugeMetric(static_cast<double>(engine_->stats().locks_in_delay))}});
     out.push_back({"turnstile_serving",
                    "1 when this replica serves (health SERVING), else 0.",
                    prometheus::MetricType::Gauge,

@@ -94,6 +94,7 @@ ZkStat ToStat(const struct Stat* s) {
   out.cversion = s->cversion;
   out.num_children = s->numChildren;
   out.ephemeral_owner = s->ephemeralOwner;
+  out.data_length = s->dataLength;
   return out;
 }
 
@@ -202,6 +203,26 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
+  void DeleteMarked(const std::string& path, const std::string& mark_path,
+                    const std::string& mark_data, const std::string& check_path,
+                    DeleteCheckCallback done) override {
+    CountCall(ZkOp::kMulti);
+    auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kMulti;
+    ctx->delete_check = std::move(done);
+    ctx->multi_delete = 1;
+    ctx->multi_check = check_path.empty() ? -1 : 2;
+    Issue(ctx, [&](zhandle_t* zh) {
+      zoo_op_t ops[3];
+      zoo_set_op_init(&ops[0], mark_path.c_str(), mark_data.data(),
+                      static_cast<int>(mark_data.size()), -1, nullptr);
+      zoo_delete_op_init(&ops[1], path.c_str(), -1);
+      if (!check_path.empty()) zoo_check_op_init(&ops[2], check_path.c_str(), -1);
+      return zoo_amulti(zh, check_path.empty() ? 2 : 3, ops, ctx->multi_results,
+                        &ZkClientSession::OnMulti, ctx);
+    });
+  }
+
   uint64_t GetData(const std::string& path, Watcher watcher,
                    DataCallback done) override {
     CountCall(ZkOp::kGetData);
@@ -256,13 +277,18 @@ class ZkClientSession final : public ZkSession {
   }
 
   void GetChildren(const std::string& path, ChildrenCallback done) override {
+    GetChildrenStat(path, [done = std::move(done)](ZkCode code, const std::vector<std::string>& c,
+                                                   const ZkStat&) { done(code, c); });
+  }
+
+  void GetChildrenStat(const std::string& path, ChildrenStatCallback done) override {
     CountCall(ZkOp::kGetChildren);
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kGetChildren;
-    ctx->children = std::move(done);
+    ctx->children_stat = std::move(done);
     Issue(ctx, [&](zhandle_t* zh) {
-      return zoo_awget_children(zh, path.c_str(), nullptr, nullptr,
-                                &ZkClientSession::OnChildren, ctx);
+      return zoo_awget_children2(zh, path.c_str(), nullptr, nullptr,
+                                 &ZkClientSession::OnChildrenStat, ctx);
     });
   }
 
@@ -294,9 +320,13 @@ class ZkClientSession final : public ZkSession {
     VoidCallback void_cb;
     DataCallback data;
     StatCallback stat;
-    ChildrenCallback children;
+    ChildrenStatCallback children_stat;
     DeleteCheckCallback delete_check;
-    zoo_op_result_t multi_results[2] = {};
+    zoo_op_result_t multi_results[3] = {};
+    // Where the delete and the check are among the multi's ops (-1: no check;
+    // ops before the delete must have applied for it to count).
+    int multi_delete = 0;
+    int multi_check = 1;
     ZkOp op = ZkOp::kCount;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -315,7 +345,7 @@ class ZkClientSession final : public ZkSession {
       if (void_cb) void_cb(code);
       if (data) data(code, std::string(), ZkStat{});
       if (stat) stat(code, ZkStat{});
-      if (children) children(code, {});
+      if (children_stat) children_stat(code, {}, ZkStat{});
       if (delete_check) delete_check(code, code);
     }
   };
@@ -391,8 +421,11 @@ class ZkClientSession final : public ZkSession {
     ZkCode del = code, check = code;
     if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION || rc == ZNOAUTH ||
         rc == ZNOTEMPTY || rc == ZRUNTIMEINCONSISTENCY) {
-      del = MapRc(ctx->multi_results[0].err);
-      check = MapRc(ctx->multi_results[1].err);
+      del = MapRc(ctx->multi_results[ctx->multi_delete].err);
+      check = ctx->multi_check < 0 ? ZkCode::kOk : MapRc(ctx->multi_results[ctx->multi_check].err);
+      for (int i = 0; i < ctx->multi_delete; ++i) {
+        if (ctx->multi_results[i].err != ZOK) del = ZkCode::kOther;  // not applied
+      }
     }
     ctx->delete_check(del, check);
     delete ctx;
@@ -405,8 +438,8 @@ class ZkClientSession final : public ZkSession {
     delete ctx;
   }
 
-  static void OnChildren(int rc, const struct String_vector* strings,
-                         const void* data) {
+  static void OnChildrenStat(int rc, const struct String_vector* strings,
+                             const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
     ctx->Report(MapRc(rc));
     std::vector<std::string> names;
@@ -414,7 +447,7 @@ class ZkClientSession final : public ZkSession {
       names.reserve(strings->count);
       for (int i = 0; i < strings->count; ++i) names.emplace_back(strings->data[i]);
     }
-    ctx->children(MapRc(rc), names);
+    ctx->children_stat(MapRc(rc), names, rc == ZOK ? ToStat(stat) : ZkStat{});
     delete ctx;
   }
 

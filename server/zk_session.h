@@ -50,6 +50,7 @@ struct ZkStat {
   int32_t cversion = 0;
   int32_t num_children = 0;
   int64_t ephemeral_owner = 0;
+  int32_t data_length = 0;
 };
 
 enum class CreateMode { kPersistent, kContainer, kEphemeralSequential };
@@ -113,6 +114,14 @@ class ZkSession {
   // expiry) comes as that code for both.
   virtual void DeleteChecking(const std::string& path, const std::string& check_path,
                               DeleteCheckCallback done) = 0;
+  // A clean release that says so: in one transaction, sets `mark_path`'s
+  // data to `mark_data`, deletes `path`, and (unless `check_path` is empty)
+  // checks that `check_path` exists. Codes as DeleteChecking (check_code
+  // kOk when there is no check); if the mark could not be set, nothing was
+  // applied and delete_code is kOther.
+  virtual void DeleteMarked(const std::string& path, const std::string& mark_path,
+                            const std::string& mark_data, const std::string& check_path,
+                            DeleteCheckCallback done) = 0;
   // With a non-null `watcher`, leaves a data watch only if the node exists
   // (unlike exists(), no watch dangles on a missing node). Returns a key
   // for RemoveWatch (0 without a watcher).
@@ -127,6 +136,15 @@ class ZkSession {
                        int32_t version, StatCallback done) = 0;
   // Never leaves a watch.
   virtual void GetChildren(const std::string& path, ChildrenCallback done) = 0;
+  // Also the parent's Stat (ZooKeeper's getChildren2). The default (for test
+  // doubles) reports an empty Stat.
+  using ChildrenStatCallback =
+      std::function<void(ZkCode, const std::vector<std::string>&, const ZkStat&)>;
+  virtual void GetChildrenStat(const std::string& path, ChildrenStatCallback done) {
+    GetChildren(path, [done = std::move(done)](ZkCode code, const std::vector<std::string>& c) {
+      done(code, c, ZkStat{});
+    });
+  }
   virtual void Exists(const std::string& path, StatCallback done) = 0;
   // ZooKeeper's sync: the server this session is connected to catches up
   // with the leader. Its success proves the leader was reachable (and the

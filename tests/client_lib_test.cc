@@ -396,6 +396,22 @@ TEST_F(ClientLibTest, OnRevokeHearsWhoAskedAndWhy) {
   EXPECT_EQ(c2_->Revoke(held->lease_id(), "late").code(), absl::StatusCode::kNotFound);
 }
 
+// Issue 12: AcquireOptions::lock_delay. The hold is released by lease id
+// through the other replica (an involuntary end for the holder): the next
+// Acquire is granted no sooner than the delay after that.
+TEST_F(ClientLibTest, LockDelayAfterAReleaseByLeaseId) {
+  auto o = Opts(milliseconds(5000), "delayed");
+  o.lock_delay = milliseconds(1500);
+  auto held = c1_->Acquire("c-delay", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(c2_->Release(held->lease_id()).ok());
+  const auto released = steady_clock::now();
+  auto next = c2_->Acquire("c-delay", Opts(milliseconds(10000), "next"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GE(steady_clock::now() - released, milliseconds(1400));
+  EXPECT_EQ(held->status().state, tc::LockState::kLost);
+}
+
 // The replica loses ZooKeeper (its own server, stopped and restarted):
 // kSuspended with a shrinking valid_for, then kHeld again on resume.
 TEST_F(ClientLibTest, ReportsSuspendedAndResumed) {

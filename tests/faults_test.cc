@@ -95,6 +95,16 @@ class FaultySession final : public ZkSession {
     }
     real_->DeleteChecking(path, check_path, std::move(done));
   }
+  void DeleteMarked(const std::string& path, const std::string& mark_path,
+                    const std::string& mark_data, const std::string& check_path,
+                    DeleteCheckCallback done) override {
+    CountCall(ZkOp::kMulti);
+    if (fail_deletes_) {
+      std::thread([done] { done(ZkCode::kConnectionLoss, ZkCode::kConnectionLoss); }).detach();
+      return;
+    }
+    real_->DeleteMarked(path, mark_path, mark_data, check_path, std::move(done));
+  }
   uint64_t GetData(const std::string& path, Watcher w, DataCallback done) override {
     CountCall(ZkOp::kGetData);
     if (!w) return real_->GetData(path, nullptr, std::move(done));
@@ -123,6 +133,10 @@ class FaultySession final : public ZkSession {
   void GetChildren(const std::string& path, ChildrenCallback done) override {
     CountCall(ZkOp::kGetChildren);
     real_->GetChildren(path, std::move(done));
+  }
+  void GetChildrenStat(const std::string& path, ChildrenStatCallback done) override {
+    CountCall(ZkOp::kGetChildren);
+    real_->GetChildrenStat(path, std::move(done));
   }
   void Exists(const std::string& path, StatCallback done) override {
     CountCall(ZkOp::kExists);

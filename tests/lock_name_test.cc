@@ -382,6 +382,7 @@ void ExpectInfoEq(const ContenderInfo& a, const ContenderInfo& b) {
   EXPECT_EQ(a.started_unix_ms, b.started_unix_ms);
   EXPECT_EQ(a.ttl_ms, b.ttl_ms);
   EXPECT_EQ(a.renewals, b.renewals);
+  EXPECT_EQ(a.lock_delay_ms, b.lock_delay_ms);
   EXPECT_EQ(a.revoke_id, b.revoke_id);
   EXPECT_EQ(a.revoke_by, b.revoke_by);
   EXPECT_EQ(a.revoke_reason, b.revoke_reason);
@@ -392,6 +393,7 @@ TEST(ContenderInfoTest, RenewalsAndRevocationLines) {
   ContenderInfo info;
   info.owner = "o";
   info.replica_id = "r";
+  info.lock_delay_ms = 1500;
   info.renewals = 3;
   info.revoke_id = 2;
   info.revoke_by = "ops=bob";
@@ -399,7 +401,8 @@ TEST(ContenderInfoTest, RenewalsAndRevocationLines) {
   const std::string data = EncodeContenderInfo(info);
   EXPECT_EQ(data,
             "turnstile-contender v1\nowner=o\nreplica_id=r\nstarted_unix_ms=0\nttl_ms=0\n"
-            "renewals=3\nrevoke_id=2\nrevoke_by=ops%3Dbob\nrevoke_reason=deploy%0A\n");
+            "lock_delay_ms=1500\nrenewals=3\nrevoke_id=2\nrevoke_by=ops%3Dbob\n"
+            "revoke_reason=deploy%0A\n");
   auto decoded = DecodeContenderInfo(data);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   ExpectInfoEq(*decoded, info);

@@ -439,6 +439,37 @@ print("GONE", other.revoke(lock.lease_id, reason="late"), flush=True)
   EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
+// Issue 12: the Python client's lock_delay: released by lease id through the
+// other replica (involuntary), the next grant waits the delay; a clean
+// release of such a hold hands over at once.
+TEST_F(PythonInteropTest, PythonLockDelay) {
+  const std::string script = R"PY(
+import sys, time
+from turnstile_client import Client
+c = Client(sys.argv[1])
+other = Client(sys.argv[2])
+lock = c.acquire("py-delay", wait_timeout=30, lock_delay=1.5)
+assert other.release(lock.lease_id)
+t0 = time.monotonic()
+nxt = other.acquire("py-delay", wait_timeout=30, lock_delay=1.5)
+print("INVOLUNTARY %d" % int((time.monotonic() - t0) * 1000), flush=True)
+t0 = time.monotonic()
+nxt.release()
+third = c.acquire("py-delay", wait_timeout=30)
+print("CLEAN %d" % int((time.monotonic() - t0) * 1000), flush=True)
+third.release()
+)PY";
+  auto child = SpawnScript(script, {r1_->address(), r2_->address()});
+  ASSERT_TRUE(child);
+  auto involuntary = child->AwaitLine("INVOLUNTARY", milliseconds(30000));
+  ASSERT_TRUE(involuntary);
+  EXPECT_GE(std::stoi(involuntary->substr(12)), 1400) << *involuntary;
+  auto clean = child->AwaitLine("CLEAN", milliseconds(30000));
+  ASSERT_TRUE(clean);
+  EXPECT_LT(std::stoi(clean->substr(6)), 1000) << *clean;
+  EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
 // Issue 11: the Python client treats a hold whose refresh (STILL_HELD) is
 // overdue as SUSPENDED, then LOST (REFRESH_OVERDUE) when the validity it was
 // given runs out: a frozen replica (SIGSTOP) cannot tell it anything, and

@@ -348,6 +348,14 @@ std::vector<OpenRow> OpenRows() {
       {"kind LOCK_KIND_EXCLUSIVE", Kind(v1::LOCK_KIND_EXCLUSIVE), kOk, {}, ""},
       {"kind LOCK_KIND_SHARED", Kind(v1::LOCK_KIND_SHARED), kOk, {}, ""},
       {"kind value 7", Kind(7), kBad, {"kind", "7"}, ""},
+      // lock_delay: 0..60s.
+      {"lock_delay -1ms", [](v1::AcquireOpen& o) { SetDuration(milliseconds(-1), o.mutable_lock_delay()); },
+       kBad, {"lock_delay"}, "60000"},
+      {"lock_delay 60s", [](v1::AcquireOpen& o) { SetDuration(milliseconds(60000), o.mutable_lock_delay()); },
+       kOk, {}, ""},
+      {"lock_delay 60s+1ms",
+       [](v1::AcquireOpen& o) { SetDuration(milliseconds(60001), o.mutable_lock_delay()); },
+       kBad, {"lock_delay"}, "60000"},
       // revoke_reason: 0..256 bytes.
       {"revoke_reason 256 bytes",
        [](v1::AcquireOpen& o) { o.set_revoke_holders(true); o.set_revoke_reason(std::string(256, 'r')); },

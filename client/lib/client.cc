@@ -908,6 +908,7 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   SetDuration(options.ttl, open.mutable_ttl());
   open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
   open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
+  SetDuration(options.lock_delay, open.mutable_lock_delay());
   open.set_revoke_holders(options.revoke_holders);
   open.set_revoke_reason(options.revoke_reason);
 

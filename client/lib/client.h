@@ -97,6 +97,10 @@ struct AcquireOptions {
   // A shared (read) hold: coexists with other shared holders of the name,
   // excludes exclusive ones; FIFO across both kinds (LOCK_KIND_SHARED).
   bool shared = false;
+  // Lock-delay (0..60 s): if this hold ends involuntarily (lost, released by
+  // lease id by someone else, this process gone without releasing), the
+  // next grant waits this long. A clean Release hands over at once.
+  Millis lock_delay{0};
   // Once queued, ask the holders ahead to let go (they get on_revoke /
   // REVOKE_REQUESTED with this Acquire's owner and revoke_reason).
   bool revoke_holders = false;

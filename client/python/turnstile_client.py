@@ -445,7 +445,8 @@ class Client:
                 owner: str = "", metadata: Optional[Dict[str, str]] = None,
                 grace: float = 15.0, shared: bool = False,
                 on_revoke: Optional[Callable[[str, str], None]] = None,
-                revoke_holders: bool = False, revoke_reason: str = "") -> Lock:
+                revoke_holders: bool = False, revoke_reason: str = "",
+                lock_delay: float = 0.0) -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
         shared=True: a read hold (LOCK_KIND_SHARED), together with other
@@ -453,6 +454,8 @@ class Client:
         on_revoke(requester, reason): called when someone asks this holder to
         let go (Client.revoke, or a waiter's revoke_holders); it decides.
         revoke_holders=True: once queued, ask the holders ahead to let go.
+        lock_delay (0..60 s): if this hold ends involuntarily, the next
+        grant waits this long; a clean release hands over at once.
         Returns a held Lock, or raises TurnstileError with the status code
         the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
         DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
@@ -464,7 +467,8 @@ class Client:
         while True:
             try:
                 return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
-                                          shared, on_revoke, revoke_holders, revoke_reason)
+                                          shared, on_revoke, revoke_holders, revoke_reason,
+                                          lock_delay)
             except TurnstileError as e:
                 # CANCELLED here comes from the server side (a replica that
                 # shuts down cancels the calls it still has): retried too.
@@ -478,13 +482,14 @@ class Client:
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
                       shared=False, on_revoke=None, revoke_holders=False,
-                      revoke_reason="") -> Lock:
+                      revoke_reason="", lock_delay=0.0) -> Lock:
         pb = self._pb2
         open_msg = pb.AcquireOpen(
             name=name, owner=owner, metadata=metadata or {},
             wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
             kind=pb.LOCK_KIND_SHARED if shared else pb.LOCK_KIND_EXCLUSIVE,
-            revoke_holders=revoke_holders, revoke_reason=revoke_reason)
+            revoke_holders=revoke_holders, revoke_reason=revoke_reason,
+            lock_delay=_duration(lock_delay))
         lock = Lock(self, name, open_msg, on_revoke)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:
