@@ -77,5 +77,32 @@ TEST(FlagSet, BadInputIsAClearError) {
   EXPECT_NE(f.Usage().find("TURNSTILE_N"), std::string::npos);
 }
 
+// A switch (--shared): alone it sets, =false/=0 clears, the environment
+// takes true/false/1/0, anything else is an error naming the flag; it never
+// takes the next argument as its value.
+TEST(FlagsTest, BoolSwitch) {
+  bool on = false;
+  FlagSet f("t");
+  f.Bool("shared", &on, "a switch");
+  bool help = false;
+  const char* set[] = {"t", "--shared", "NAME"};
+  auto args = f.Parse(3, const_cast<char**>(set), &help);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_TRUE(on);
+  EXPECT_EQ(*args, std::vector<std::string>{"NAME"});
+  const char* clear[] = {"t", "--shared=false"};
+  ASSERT_TRUE(f.Parse(2, const_cast<char**>(clear), &help).ok());
+  EXPECT_FALSE(on);
+  const char* bad[] = {"t", "--shared=maybe"};
+  auto b = f.Parse(2, const_cast<char**>(bad), &help);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("--shared"), std::string::npos);
+  setenv("TURNSTILE_SHARED", "1", 1);
+  const char* none[] = {"t"};
+  EXPECT_TRUE(f.Parse(1, const_cast<char**>(none), &help).ok());
+  unsetenv("TURNSTILE_SHARED");
+  EXPECT_TRUE(on);
+}
+
 }  // namespace
 }  // namespace turnstile

@@ -78,5 +78,33 @@ TEST(LockQueueTest, EraseNeedsTheSameNodeAndEraseRemoteBeforeKeepsLocals) {
   EXPECT_EQ(q.Ahead(6), nullptr);
 }
 
+// Issue 12: a shared contender is blocked by the nearest exclusive entry
+// ahead (readers in between do not block it); an exclusive one by the entry
+// directly ahead. ForBehind walks in queue order until told to stop.
+TEST(LockQueueTest, BlockerFollowsTheKind) {
+  LockQueue q;
+  auto entry = [](int32_t seq, ContenderKind kind) {
+    LockQueue::Entry e;
+    e.node = Node(seq);
+    e.kind = kind;
+    return e;
+  };
+  q.Insert(1, entry(1, ContenderKind::kShared));
+  q.Insert(2, entry(2, ContenderKind::kExclusive));
+  q.Insert(3, entry(3, ContenderKind::kShared));
+  q.Insert(4, entry(4, ContenderKind::kShared));
+  q.Insert(5, entry(5, ContenderKind::kExclusive));
+  EXPECT_EQ(q.Blocker(1, ContenderKind::kShared), nullptr);
+  EXPECT_EQ(q.Blocker(4, ContenderKind::kShared)->node, Node(2));  // past reader 3
+  EXPECT_EQ(q.Blocker(5, ContenderKind::kExclusive)->node, Node(4));
+  EXPECT_EQ(q.NearestExclusiveAhead(2), nullptr);  // only a reader ahead
+  std::vector<int32_t> seen;
+  q.ForBehind(2, [&](int32_t seq, const LockQueue::Entry& e) {
+    seen.push_back(seq);
+    return e.kind == ContenderKind::kShared;
+  });
+  EXPECT_EQ(seen, (std::vector<int32_t>{3, 4, 5}));  // stops after the writer
+}
+
 }  // namespace
 }  // namespace turnstile

@@ -412,6 +412,43 @@ TEST_F(MonitoringLiveTest, DashboardAndAlertsShowTheLiveWorkload) {
   EXPECT_GT(grpc_codes["Acquire OK"], 0) << ::testing::PrintToString(grpc_codes);
   EXPECT_GT(grpc_codes["Acquire FAILED_PRECONDITION"], 0) << ::testing::PrintToString(grpc_codes);
 
+  // --- issue 12: shared holders, revocations, lock-delay -----------------------
+  v1::AcquireOpen shared_open = OpenMsg("mon-shared", kLong);
+  shared_open.set_kind(v1::LOCK_KIND_SHARED);
+  AcquireStream reader1(a, shared_open), reader2(a, shared_open);
+  ASSERT_TRUE(reader1.Await(AcquireEvent::ACQUIRED));
+  auto reader2_acq = reader2.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(reader2_acq);
+  {
+    grpc::ClientContext ctx;
+    v1::RevokeRequest req;
+    req.set_lease_id(reader2_acq->acquired().lease_id());
+    req.set_requester("monitoring");
+    v1::RevokeResponse resp;
+    ASSERT_TRUE(b->Revoke(&ctx, req, &resp).ok());  // written by B, told on A
+  }
+  ASSERT_TRUE(reader2.Await(AcquireEvent::REVOKE_REQUESTED));
+  v1::AcquireOpen delay_open = OpenMsg("mon-delay", kLong, "", milliseconds(500));
+  delay_open.mutable_lock_delay()->set_seconds(60);
+  AcquireStream delayed(a, delay_open);
+  ASSERT_TRUE(delayed.Await(AcquireEvent::ACQUIRED));
+  AcquireStream behind_delay(a, OpenMsg("mon-delay", kLong));
+  ASSERT_TRUE(behind_delay.Await(AcquireEvent::QUEUED));
+  ASSERT_TRUE(delayed.Await(AcquireEvent::LOST));  // lease expired: A puts the lock in delay
+  std::map<std::string, double> holders2, in_delay, revocations;
+  EXPECT_TRUE(WaitFor([&] {
+    holders2 = PanelBy("Holders by lock#A", "lock");
+    in_delay = PanelBy("Locks in lock-delay#A", "instance");
+    return holders2["mon-shared"] == 2 && in_delay[instances_[0]] == 1 &&
+           prom_->Scalar("sum(turnstile_revocations_total{step=\"requested\"})") == 1 &&
+           prom_->Scalar("sum(turnstile_revocations_total{step=\"delivered\"})") == 1;
+  }, milliseconds(60000), milliseconds(200)))
+      << "shared holders " << holders2["mon-shared"] << ", in delay " << in_delay[instances_[0]];
+  EXPECT_EQ(in_delay[instances_[1]], 0);
+  revocations = PanelBy("Revocations by step#A", "step");
+  EXPECT_GT(revocations["requested"], 0);
+  EXPECT_GT(revocations["delivered"], 0);
+
   // --- every query and every rule: parses and evaluates -----------------------
   int evaluated = 0, non_empty = 0;
   for (const Query& q : queries_) {
