@@ -475,6 +475,34 @@ TEST_F(FaultsTest, LostCreateReplyFindsOwnNodeAndNeverCreatesASecond) {
   EXPECT_TRUE(ContendersBecome("lost-reply", 0));
 }
 
+// Issue 12 must-show 5: a shared (read) contender whose create reply is
+// lost finds its own node by uid (its name carries the kind) and holds
+// beside the reader already there; one node each, none left after.
+TEST_F(FaultsTest, LostCreateReplyOfAReaderFindsItsSharedNode) {
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
+  auto stub = NewStub(r->address());
+  v1::AcquireOpen open = OpenMsg("lost-reader", milliseconds(20000));
+  open.set_kind(v1::LOCK_KIND_SHARED);
+  AcquireStream first(stub.get(), open);
+  ASSERT_TRUE(first.Await(AcquireEvent::ACQUIRED));
+  fs->LoseNextCreateReply();
+  AcquireStream second(stub.get(), open);
+  ASSERT_TRUE(second.Await(AcquireEvent::ACQUIRED)) << "the reader did not hold beside the other";
+  EXPECT_FALSE(fs->created_but_lost_.empty());
+  EXPECT_EQ(fs->contender_creates.load(), 2);  // found, not created again
+  EXPECT_EQ(r->engine().stats().recovered_creates, 1u);
+  auto nodes = zk_->Contenders(LockPath("lost-reader"));
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].rfind("s-", 0), 0u) << nodes[0];
+  EXPECT_EQ(nodes[1].rfind("s-", 0), 0u) << nodes[1];
+  first.SendRelease();
+  second.SendRelease();
+  ASSERT_TRUE(first.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(second.Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("lost-reader", 0));
+}
+
 // Issue 11: a create whose reply was lost, found again by its uid when the
 // lock is already full, fails the wait with RESOURCE_EXHAUSTED and deletes
 // the adopted node (else everyone behind it waits until the session ends).
