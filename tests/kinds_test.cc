@@ -79,6 +79,13 @@ class KindsTest : public ::testing::Test {
     s.SendRelease();
     EXPECT_TRUE(s.Await(AcquireEvent::RELEASED));
   }
+  static grpc::Status Describe(v1::LockService::Stub* stub, const std::string& name,
+                               v1::DescribeResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name(name);
+    return stub->Describe(&ctx, req, resp);
+  }
   // Nothing but QUEUED arrived (and nothing is pending).
   static bool StillWaiting(AcquireStream& s) {
     while (auto ev = s.Next(milliseconds(0))) {
@@ -105,11 +112,8 @@ TEST_F(KindsTest, ReadersOverlapAWriterHoldsAloneAndFifoHoldsAcrossKinds) {
 
   // Describe: two shared holders, then the writer and the late readers.
   {
-    grpc::ClientContext ctx;
-    v1::DescribeRequest req;
-    req.set_name("rw");
     v1::DescribeResponse resp;
-    ASSERT_TRUE(s2_->Describe(&ctx, req, &resp).ok());
+    ASSERT_TRUE(Describe(s2_.get(), "rw", &resp).ok());
     ASSERT_EQ(resp.holders_size(), 2);
     ASSERT_EQ(resp.waiters_size(), 3);
     EXPECT_EQ(resp.holders(0).owner(), "reader-1");
@@ -254,11 +258,8 @@ TEST_F(KindsTest, RevokeReachesTheHolderWhichDecides) {
   EXPECT_EQ(r1_->engine().stats().revokes_delivered, 1u);
   EXPECT_EQ(r2_->engine().stats().revokes_requested, 1u);
   {
-    grpc::ClientContext ctx;
-    v1::DescribeRequest req;
-    req.set_name("revoke");
     v1::DescribeResponse resp;
-    ASSERT_TRUE(s1_->Describe(&ctx, req, &resp).ok());
+    ASSERT_TRUE(Describe(s1_.get(), "revoke", &resp).ok());
     ASSERT_EQ(resp.holders_size(), 1);
     EXPECT_EQ(resp.holders(0).revoke_requests(), 1);
     EXPECT_EQ(resp.holders(0).revoke_requester(), "ops-bob");
@@ -430,11 +431,8 @@ TEST_F(KindsTest, LockDelayAfterTheHoldersReplicaIsKilled) {
   const auto gone = std::chrono::steady_clock::now();
   // In delay: Describe says until when; a try-once elsewhere is refused.
   ASSERT_TRUE(WaitFor([&] {
-    grpc::ClientContext ctx;
-    v1::DescribeRequest req;
-    req.set_name("delayed");
     v1::DescribeResponse resp;
-    return s1_->Describe(&ctx, req, &resp).ok() && resp.has_delayed_until();
+    return Describe(s1_.get(), "delayed", &resp).ok() && resp.has_delayed_until();
   }, milliseconds(2000)));
   EXPECT_EQ(r2_->engine().stats().locks_in_delay, 1u);
   {
