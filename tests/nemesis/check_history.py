@@ -35,9 +35,9 @@ Violations (each must be 0; any one makes the exit status 1):
 Reported (not violations): register ops rejected by fencing, grants, holds,
 faults injected per kind, max heal-to-grant time.
 
-Probes used by the orchestrator (run inside the lab's client namespace):
-zk_contender_nodes() (kazoo) and health_check() (grpc, hand-encoded
-grpc.health.v1 messages, no generated stubs needed).
+Probe used by the orchestrator at the end (inside the lab's client
+namespace): zk_contender_nodes() (kazoo). Replica health is probed with the
+`turnstile health` CLI in a subprocess (run_nemesis.py).
 """
 
 import json
@@ -51,30 +51,6 @@ INF = float("inf")
 
 
 # ---------------------------------------------------------------- probes
-def health_check(addr, timeout=2.0, service=""):
-    """grpc.health.v1.Health/Check -> "SERVING", "NOT_SERVING", ... or "ERROR: ..."."""
-    import grpc  # Debian's python3-grpcio
-
-    def enc(s):
-        b = s.encode()
-        return (b"\x0a" + bytes([len(b)]) + b) if b else b""
-
-    names = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
-    try:
-        with grpc.insecure_channel(addr) as ch:
-            call = ch.unary_unary("/grpc.health.v1.Health/Check",
-                                  request_serializer=lambda x: x,
-                                  response_deserializer=lambda x: x)
-            resp = call(enc(service), timeout=timeout)
-    except grpc.RpcError as e:
-        return "ERROR: %s" % e.code().name
-    # HealthCheckResponse { ServingStatus status = 1; }: b"" is UNKNOWN (0).
-    status = 0
-    if len(resp) >= 2 and resp[0] == 0x08:
-        status = resp[1]
-    return names.get(status, str(status))
-
-
 def zk_contender_nodes(hosts, root="/turnstile", timeout=10.0):
     """Every child of every lock node under root: [path, ...]."""
     from kazoo.client import KazooClient  # Debian's python3-kazoo

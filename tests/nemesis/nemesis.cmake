@@ -29,6 +29,7 @@ add_test(NAME nemesis
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/run_nemesis.py
                  --turnstiled $<TARGET_FILE:turnstiled>
                  --client $<TARGET_FILE:nemesis_client>
+                 --cli $<TARGET_FILE:turnstile>
                  --delay-bin "${NEMESIS_DELAY_BIN}"
                  --duration 270)
 set_tests_properties(nemesis PROPERTIES TIMEOUT 600 LABELS nemesis)

@@ -11,8 +11,8 @@ Lab.sweep_stale() deletes namespaces of that pattern whose creating process
 is gone (after killing, by pid, any process still inside them: those were
 started by an earlier run of this suite). Lab.close() is idempotent and
 registered with atexit; install_signal_handlers() turns SIGTERM/SIGINT/SIGHUP
-into a clean exit. Processes are started with PR_SET_PDEATHSIG(SIGKILL), so
-they die with the orchestrator even if it is SIGKILLed.
+into a clean exit. Processes are started through `setpriv --pdeathsig KILL`,
+so they die with the orchestrator even if it is SIGKILLed.
 
 Fault primitives (iptables-legacy rules inside the namespaces, in chains
 NEMESIS-IN / NEMESIS-OUT jumped to from INPUT / OUTPUT):
@@ -40,15 +40,18 @@ import time
 NETNS_DIR = "/var/run/netns"
 PREFIX_RE = re.compile(r"^tsn(\d+)-")
 IPTABLES = "iptables-legacy"
-PR_SET_PDEATHSIG = 1
 CLONE_NEWNET = 0x40000000
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _pdeathsig():
-    # Runs in the child between fork and exec.
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+# Every child gets SIGKILL when the orchestrator dies. util-linux's setpriv
+# (Essential in Debian) sets the parent-death signal and execs the command,
+# so the pid stays the command's. Not a preexec_fn: Python code between fork
+# and exec can deadlock in the child when other threads (gRPC's, for the
+# health probes) hold a lock at fork time, and Popen then waits for the exec
+# forever. A CI run hung exactly there, so no Python runs in a child.
+PDEATHSIG = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def run(argv, check=True, timeout=30):
@@ -185,9 +188,9 @@ class Lab:
     def popen(self, node, argv, stdout=None, stderr=None, env=None):
         """Starts argv inside node's namespace. `ip netns exec` execs the
         command itself, so the returned Popen's pid is the command's pid."""
-        p = subprocess.Popen(["ip", "netns", "exec", self.ns(node)] + list(argv),
+        p = subprocess.Popen(["ip", "netns", "exec", self.ns(node)] + PDEATHSIG + list(argv),
                              stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                             env=env, preexec_fn=_pdeathsig, start_new_session=True)
+                             env=env, start_new_session=True)
         self.procs.append(p)
         return p
 
@@ -241,10 +244,10 @@ class Lab:
             q = self.next_queue
             self.next_queue += 1
             out = open(os.devnull, "w")
-            p = subprocess.Popen(["ip", "netns", "exec", self.ns(src), self.delay_bin,
+            p = subprocess.Popen(["ip", "netns", "exec", self.ns(src)] + PDEATHSIG + [self.delay_bin,
                                   "--queue", str(q), "--delay-ms", str(int(ms))],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=out,
-                                 text=True, preexec_fn=_pdeathsig, start_new_session=True)
+                                 text=True, start_new_session=True)
             out.close()
             self.procs.append(p)
             self.delayers.setdefault(key, []).append(p)

@@ -19,6 +19,7 @@ Exit status 0 only if the checker found no violation. Must run as root.
 """
 
 import argparse
+import faulthandler
 import json
 import os
 import random
@@ -276,7 +277,19 @@ preAllocSize=1024
         return "%s:%d" % (self.lab.ip(name), REPLICA_PORT)
 
     def health(self, name):
-        return check_history.health_check(self.replica_addr(name), timeout=1.0)
+        """gRPC health of a replica, through the `turnstile health` CLI in a
+        subprocess bounded by a timeout: the orchestrator itself never
+        starts gRPC's threads (see netlab.PDEATHSIG for why threads and
+        fork do not mix), and a probe that hangs cannot stall the run."""
+        try:
+            p = subprocess.run([self.args.cli, "--server", self.replica_addr(name),
+                                "--rpc-timeout", "1s", "health"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return "ERROR: probe timed out"
+        out = p.stdout.strip()
+        return out if out else "ERROR: %s" % p.stderr.strip()[:200]
 
     def wait_serving(self, names=REPLICAS, seconds=60):
         def ok():
@@ -726,10 +739,16 @@ class Nemesis:
 
 
 # ------------------------------------------------------------------ main
+class WatchdogExpired(BaseException):
+    """Not an Exception: no `except TimeoutError/Exception` on the way up
+    may swallow it."""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--turnstiled", required=True)
     ap.add_argument("--client", required=True, help="nemesis_client binary")
+    ap.add_argument("--cli", required=True, help="turnstile CLI binary (health probes)")
     ap.add_argument("--delay-bin", default="", help="nemesis_delay binary (delayed links)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--duration", type=float, default=270, help="seconds of fault schedule")
@@ -738,18 +757,21 @@ def main():
     ap.add_argument("--work-dir", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work dir even on success")
     ap.add_argument("--replica-log-level", default="info")
+    ap.add_argument("--watchdog", type=float, default=None,
+                    help="seconds after which a stuck run prints every thread's stack and "
+                         "fails (default: duration + 280, under ctest's 600 s)")
     args = ap.parse_args()
 
     if os.geteuid() != 0:
         print("run_nemesis: must run as root (network namespaces, iptables); CI runs as root. "
               "Run: sudo ctest -L nemesis", file=sys.stderr)
         return 2
-    for tool in ("ip", netlab.IPTABLES, "java"):
+    for tool in ("ip", netlab.IPTABLES, "java", "setpriv"):
         if shutil.which(tool) is None:
             print("run_nemesis: %s not found (see deploy/debian-packages.txt)" % tool,
                   file=sys.stderr)
             return 2
-    for b in (args.turnstiled, args.client):
+    for b in (args.turnstiled, args.client, args.cli):
         if not os.access(b, os.X_OK):
             print("run_nemesis: %s is not built" % b, file=sys.stderr)
             return 2
@@ -767,6 +789,16 @@ def main():
         return 2
 
     netlab.install_signal_handlers()
+    # Every wait here has its own deadline; this catches what none of them
+    # does (a blocked system call): the stacks say where, and the lab is
+    # still torn down (the exception unwinds through lab.close()).
+    def watchdog(signum, frame):
+        log("WATCHDOG: run_nemesis still running after %.0f s; stacks:" % watchdog_s)
+        faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
+        raise WatchdogExpired("run_nemesis watchdog after %.0f s" % watchdog_s)
+    watchdog_s = args.watchdog if args.watchdog else args.duration + 280
+    signal.signal(signal.SIGALRM, watchdog)
+    signal.alarm(int(watchdog_s))
     netlab.sweep_stale(log)
     if args.work_dir and os.path.isdir(args.work_dir) and os.listdir(args.work_dir):
         print("run_nemesis: --work-dir %s is not empty" % args.work_dir, file=sys.stderr)
