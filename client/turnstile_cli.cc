@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "client/bench/bench.h"
 #include "client/json_quote.h"
 #include "client/lib/client.h"
+#include "client/lib/tls.h"
 #include "server/flags.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "turnstile/v1/lock.grpc.pb.h"
@@ -61,6 +63,8 @@ constexpr int kExitLost = 76;
 struct Globals {
   std::string server = "127.0.0.1:7400";
   std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   std::string output = "text";
   std::string owner;
   Millis timeout{10000};  // unary calls
@@ -70,6 +74,9 @@ struct Globals {
 void RegisterGlobals(FlagSet* f, Globals* g) {
   f->String("server", &g->server, "turnstiled address (host:port or a gRPC target)");
   f->String("tls-ca-file", &g->tls_ca_file, "PEM CA certificates: use TLS to the server");
+  f->String("tls-cert-file", &g->tls_cert_file,
+            "PEM client certificate (with --tls-key-file): mutual TLS; the server knows you by it");
+  f->String("tls-key-file", &g->tls_key_file, "PEM private key of --tls-cert-file");
   f->String("output", &g->output, "text or json (one JSON object per line)");
   f->String("owner", &g->owner, "owner recorded on the lock (default user@host)");
   f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list, release and health");
@@ -107,24 +114,22 @@ absl::StatusOr<std::unique_ptr<Client>> Connect(const Globals& g) {
   turnstile::client::ClientOptions o;
   o.target = g.server;
   o.tls_ca_file = g.tls_ca_file;
+  o.tls_cert_file = g.tls_cert_file;
+  o.tls_key_file = g.tls_key_file;
   o.default_owner = g.owner.empty() ? DefaultOwner() : g.owner;
   return Client::Connect(o);
 }
 
+// A TLS file that cannot be used ends the command (never a fallback to
+// plaintext).
 std::shared_ptr<grpc::Channel> Channel(const Globals& g) {
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!g.tls_ca_file.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    FILE* f = std::fopen(g.tls_ca_file.c_str(), "rb");
-    if (f != nullptr) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) ssl.pem_root_certs.append(buf, n);
-      std::fclose(f);
-    }
-    creds = grpc::SslCredentials(ssl);
+  auto creds = turnstile::client::MakeChannelCredentials(
+      {g.tls_ca_file, g.tls_cert_file, g.tls_key_file});
+  if (!creds.ok()) {
+    std::fprintf(stderr, "turnstile: %s\n", std::string(creds.status().message()).c_str());
+    std::exit(kExitError);
   }
-  return grpc::CreateChannel(g.server, creds);
+  return grpc::CreateChannel(g.server, *creds);
 }
 
 absl::Status FromGrpc(const grpc::Status& s) {

@@ -197,6 +197,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     info.started_unix_ms = NowUnixMs();
     info.ttl_ms = p.ttl.count();
     info.lock_delay_ms = p.lock_delay.count();
+    info.identity = p.identity;
     c->data = EncodeContenderInfo(info);
     c->sink = std::move(sink);
     Contender* raw = c.get();

@@ -65,6 +65,9 @@ struct AcquireParams {
   // released by lease id by someone else, the client gone), the next grant
   // waits this long from when the loss became known. 0..kMaxLockDelay.
   Millis lock_delay{0};
+  // The caller's verified identity (mutual TLS; "" without), recorded on
+  // the contender node beside the self-reported owner.
+  std::string identity;
 };
 
 enum class LostReason { kSessionExpired, kLeaseExpired, kDeleted, kShutdown };
@@ -231,8 +234,12 @@ class LockEngine {
                  std::function<void(absl::StatusOr<Millis>)> done);
   // Asks the holder of a lease to let go: its stream gets REVOKE_REQUESTED
   // (wherever it is served); it decides. NOT_FOUND if the lease is gone.
+  // `identity` (the caller's verified identity, "" without mutual TLS)
+  // qualifies the requester the holder is shown: a requester is then only
+  // a label beside who really asked.
   void Revoke(const std::string& lease_id, const std::string& requester,
-              const std::string& reason, std::function<void(absl::Status)> done);
+              const std::string& reason, std::function<void(absl::Status)> done,
+              const std::string& identity = "");
   void Describe(const std::string& name,
                 std::function<void(absl::StatusOr<LockDescription>)> done);
   void List(const std::string& prefix, int limit,

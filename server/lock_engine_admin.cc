@@ -155,7 +155,8 @@ void LockEngine::WriteRevoke(ZkSession* zk, const std::string& path, const std::
 }
 
 void LockEngine::Revoke(const std::string& lease_id, const std::string& requester,
-                        const std::string& reason, std::function<void(absl::Status)> done) {
+                        const std::string& reason, std::function<void(absl::Status)> done,
+                        const std::string& identity) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
   if (!lease.ok()) return done(lease.status());
   if (requester.size() > options_.limits.max_owner_bytes) {
@@ -170,7 +171,11 @@ void LockEngine::Revoke(const std::string& lease_id, const std::string& requeste
   if (!slot->zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
   }
-  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), requester, reason, 5,
+  const std::string shown =
+      identity.empty() || requester.empty() || requester == identity
+          ? (identity.empty() ? requester : identity)
+          : absl::StrCat(identity, " (says \"", requester, "\")");
+  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), shown, reason, 5,
               [done, lease_id](absl::Status s) {
                 if (absl::IsNotFound(s)) {
                   s = absl::NotFoundError(absl::StrCat(

@@ -403,6 +403,11 @@ std::string EncodeContenderInfo(const ContenderInfo& info) {
     AppendInfoEscaped(info.revoke_reason, &out);
     out.push_back('\n');
   }
+  if (!info.identity.empty()) {
+    out.append("identity=");
+    AppendInfoEscaped(info.identity, &out);
+    out.push_back('\n');
+  }
   for (const auto& [key, value] : info.metadata) {
     out.append(kMetaPrefix.data(), kMetaPrefix.size());
     AppendInfoEscaped(key, &out);
@@ -461,8 +466,10 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
         return InfoError(line_no, absl::StrCat(key, ": not a canonical int64 >= 0: ",
                                                Quote(raw_value)));
       }
-    } else if (key == "revoke_by" || key == "revoke_reason") {
-      std::string& field = key == "revoke_by" ? info.revoke_by : info.revoke_reason;
+    } else if (key == "revoke_by" || key == "revoke_reason" || key == "identity") {
+      std::string& field = key == "revoke_by"       ? info.revoke_by
+                           : key == "revoke_reason" ? info.revoke_reason
+                                                    : info.identity;
       if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) return s;
     } else if (key == "started_unix_ms" || key == "ttl_ms") {
       bool& seen = key == "ttl_ms" ? have_ttl : have_started;

@@ -102,6 +102,9 @@ struct ContenderInfo {
   int64_t revoke_id = 0;      // revocation requests so far (0 = none)
   std::string revoke_by;      // the latest request's requester
   std::string revoke_reason;  // and reason
+  // The caller's verified identity (mutual TLS), "" without it. Unlike
+  // `owner`, never taken from anything the caller sets.
+  std::string identity;
 };
 
 // Text encoding, one '\n'-terminated line each:
@@ -115,6 +118,7 @@ struct ContenderInfo {
 //   revoke_id=<decimal>         (only when > 0; then also the next two)
 //   revoke_by=<escaped>
 //   revoke_reason=<escaped>
+//   identity=<escaped>          (only when non-empty)
 //   meta.<escaped key>=<escaped value>     (one per entry, sorted by key)
 // Escaping turns '%', '=', and every byte outside 0x20..0x7E into %XX
 // (uppercase hex), so arbitrary byte strings round-trip exactly.

@@ -202,8 +202,9 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
 class AcquireReactor final
     : public StreamReactor<v1::AcquireRequest, v1::AcquireEvent> {
  public:
-  static AcquireReactor* Create(LockServiceImpl* svc) {
+  static AcquireReactor* Create(LockServiceImpl* svc, grpc::CallbackServerContext* ctx) {
     auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc));
+    r->identity_ = svc->Authenticate(ctx, "Acquire");
     r->self_ = r;
     r->Begin();
     return r.get();
@@ -227,7 +228,19 @@ class AcquireReactor final
                                        "the first message must be open"));
         return;
       }
+      if (!identity_.ok()) {
+        FinishAfterWrites(ToGrpc(identity_.status()));
+        return;
+      }
       absl::StatusOr<AcquireParams> p = ToParams(req_.open());
+      if (p.ok()) {
+        absl::Status allowed = svc_->Authorize(*identity_, AuthzAction::kAcquire, p->name);
+        if (allowed.ok() && p->revoke_holders) {
+          allowed = svc_->Authorize(*identity_, AuthzAction::kRevoke, p->name);
+        }
+        if (!allowed.ok()) p = allowed;
+      }
+      if (p.ok()) p->identity = *identity_;
       absl::StatusOr<uint64_t> id =
           p.ok() ? svc_->engine()->Open(*p, std::make_shared<Sink>(self_))
                  : absl::StatusOr<uint64_t>(p.status());
@@ -300,6 +313,7 @@ class AcquireReactor final
 
   LockServiceImpl* const svc_;
   std::shared_ptr<AcquireReactor> self_;
+  absl::StatusOr<std::string> identity_;
   bool counted_ = false;
   // Touched only by reads, which gRPC serializes.
   v1::AcquireRequest req_;
@@ -310,8 +324,9 @@ class AcquireReactor final
 class KeepAliveReactor final
     : public StreamReactor<v1::KeepAliveRequest, v1::KeepAliveResponse> {
  public:
-  static KeepAliveReactor* Create(LockServiceImpl* svc) {
+  static KeepAliveReactor* Create(LockServiceImpl* svc, grpc::CallbackServerContext* ctx) {
     auto r = std::shared_ptr<KeepAliveReactor>(new KeepAliveReactor(svc));
+    r->identity_ = svc->Authenticate(ctx, "KeepAlive");
     r->self_ = r;
     r->Begin();
     return r.get();
@@ -320,6 +335,10 @@ class KeepAliveReactor final
   void OnReadDone(bool ok) override {
     if (!ok) {
       FinishAfterWrites(grpc::Status::OK);
+      return;
+    }
+    if (!identity_.ok()) {
+      FinishAfterWrites(ToGrpc(identity_.status()));
       return;
     }
     size_t n = static_cast<size_t>(req_.lease_ids_size());
@@ -344,9 +363,7 @@ class KeepAliveReactor final
     }
     std::weak_ptr<KeepAliveReactor> weak = self_;
     for (size_t i = 0; i < n; ++i) {
-      svc_->engine()->KeepAlive(
-          req_.lease_ids(static_cast<int>(i)),
-          [g, i, weak](absl::StatusOr<Millis> valid) {
+      auto answer = [g, i, weak](absl::StatusOr<Millis> valid) {
             std::unique_lock<std::mutex> l(g->mu);
             auto* st = g->resp.mutable_leases(static_cast<int>(i));
             st->set_code(static_cast<int32_t>(valid.status().code()));
@@ -362,7 +379,16 @@ class KeepAliveReactor final
               r->Send(std::move(resp));
               r->StartRead(&r->req_);
             }
-          });
+          };
+      const std::string& lease = req_.lease_ids(static_cast<int>(i));
+      // A lease the caller may not keep alive gets PERMISSION_DENIED in its
+      // own entry; the others in the request are served.
+      if (absl::Status allowed = svc_->AuthorizeLease(*identity_, AuthzAction::kKeepAlive, lease);
+          !allowed.ok()) {
+        answer(allowed);
+        continue;
+      }
+      svc_->engine()->KeepAlive(lease, answer);
     }
   }
 
@@ -394,6 +420,7 @@ class KeepAliveReactor final
 
   LockServiceImpl* const svc_;
   std::shared_ptr<KeepAliveReactor> self_;
+  absl::StatusOr<std::string> identity_;
   bool counted_ = false;
   v1::KeepAliveRequest req_;
 };
@@ -411,9 +438,53 @@ void ToProto(const ContenderView& v, v1::Contender* out) {
   out->set_revoke_requests(v.info.revoke_id);
   out->set_revoke_requester(v.info.revoke_by);
   out->set_revoke_reason(v.info.revoke_reason);
+  out->set_identity(v.info.identity);
 }
 
 }  // namespace
+
+bool LockServiceImpl::Refused(grpc::ServerUnaryReactor* reactor, const char* method,
+                              const absl::Status& s) const {
+  if (s.ok()) return false;
+  grpc::Status g = ToGrpc(s);
+  NoteRequest(method, g.error_code());
+  reactor->Finish(g);
+  return true;
+}
+
+absl::StatusOr<std::string> LockServiceImpl::Authenticate(grpc::CallbackServerContext* ctx,
+                                                         const char* method) const {
+  if (verifier_ == nullptr) return std::string();
+  std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  absl::StatusOr<std::string> who =
+      auth ? verifier_->Identify(*auth)
+           : absl::StatusOr<std::string>(absl::UnauthenticatedError("no TLS connection"));
+  if (!who.ok()) {
+    AuditLog("unauthenticated", "", method, "",
+             absl::StrCat(ctx->peer(), ": ", who.status().message()));
+  }
+  return who;
+}
+
+absl::Status LockServiceImpl::Authorize(const std::string& identity, AuthzAction action,
+                                        absl::string_view lock) const {
+  std::shared_ptr<const AuthzPolicy> p = policy();
+  if (p == nullptr) return absl::OkStatus();
+  AuthzPolicy::Decision d = p->Check(identity, action, lock);
+  if (d.allowed) return absl::OkStatus();
+  AuditLog("denied", identity, AuthzActionName(action), lock, d.why);
+  return absl::PermissionDeniedError(absl::StrCat("identity \"", identity, "\" may not ",
+                                                  AuthzActionName(action), " lock \"", lock,
+                                                  "\" (", d.why, ")"));
+}
+
+absl::Status LockServiceImpl::AuthorizeLease(const std::string& identity, AuthzAction action,
+                                             const std::string& lease_id) const {
+  if (policy() == nullptr) return absl::OkStatus();
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  if (!lease.ok()) return lease.status();  // INVALID_ARGUMENT, before any check
+  return Authorize(identity, action, lease->lock_name);
+}
 
 grpc::Status LockServiceImpl::StreamLimitStatus() const {
   return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -432,20 +503,28 @@ bool LockServiceImpl::TryOpenStream() {
 }
 
 grpc::ServerBidiReactor<v1::AcquireRequest, v1::AcquireEvent>*
-LockServiceImpl::Acquire(grpc::CallbackServerContext*) {
-  return AcquireReactor::Create(this);
+LockServiceImpl::Acquire(grpc::CallbackServerContext* ctx) {
+  return AcquireReactor::Create(this, ctx);
 }
 
 grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
-LockServiceImpl::KeepAlive(grpc::CallbackServerContext*) {
-  return KeepAliveReactor::Create(this);
+LockServiceImpl::KeepAlive(grpc::CallbackServerContext* ctx) {
+  return KeepAliveReactor::Create(this, ctx);
 }
 
 grpc::ServerUnaryReactor* LockServiceImpl::Release(
     grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* req,
     v1::ReleaseResponse*) {
   auto* reactor = ctx->DefaultReactor();
-  engine_->ReleaseLease(req->lease_id(), [this, reactor](absl::Status s) {
+  absl::StatusOr<std::string> who = Authenticate(ctx, "Release");
+  absl::Status allowed =
+      who.ok() ? AuthorizeLease(*who, AuthzAction::kRelease, req->lease_id()) : who.status();
+  if (Refused(reactor, "Release", allowed)) return reactor;
+  engine_->ReleaseLease(req->lease_id(), [this, reactor, who = *who,
+                                          lease = req->lease_id()](absl::Status s) {
+    // Ending a hold from outside its stream: audited (a holder's own
+    // release goes through its stream).
+    if (s.ok() && verifier_ != nullptr) AuditLog("release_by_lease_id", who, "release", lease, "");
     grpc::Status g = ToGrpc(s);
     NoteRequest("Release", g.error_code());
     reactor->Finish(g);
@@ -456,12 +535,18 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(
 grpc::ServerUnaryReactor* LockServiceImpl::Revoke(
     grpc::CallbackServerContext* ctx, const v1::RevokeRequest* req, v1::RevokeResponse*) {
   auto* reactor = ctx->DefaultReactor();
+  absl::StatusOr<std::string> who = Authenticate(ctx, "Revoke");
+  absl::Status allowed =
+      who.ok() ? AuthorizeLease(*who, AuthzAction::kRevoke, req->lease_id()) : who.status();
+  if (Refused(reactor, "Revoke", allowed)) return reactor;
   engine_->Revoke(req->lease_id(), req->requester(), req->reason(),
-                  [this, reactor](absl::Status s) {
+                  [this, reactor, who = *who, lease = req->lease_id()](absl::Status s) {
+                    if (s.ok() && verifier_ != nullptr) AuditLog("revoke", who, "revoke", lease, "");
                     grpc::Status g = ToGrpc(s);
                     NoteRequest("Revoke", g.error_code());
                     reactor->Finish(g);
-                  });
+                  },
+                  *who);
   return reactor;
 }
 
@@ -469,6 +554,10 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(
     grpc::CallbackServerContext* ctx, const v1::DescribeRequest* req,
     v1::DescribeResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  absl::StatusOr<std::string> who = Authenticate(ctx, "Describe");
+  absl::Status allowed =
+      who.ok() ? Authorize(*who, AuthzAction::kDescribe, req->name()) : who.status();
+  if (Refused(reactor, "Describe", allowed)) return reactor;
   engine_->Describe(req->name(), [this, reactor, resp](absl::StatusOr<LockDescription> d) {
     if (!d.ok()) {
       grpc::Status g = ToGrpc(d.status());
@@ -493,13 +582,28 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
                                                 const v1::ListRequest* req,
                                                 v1::ListResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  engine_->List(req->prefix(), req->limit(), [this, reactor, resp](absl::StatusOr<LockList> l) {
+  absl::StatusOr<std::string> who = Authenticate(ctx, "List");
+  std::shared_ptr<const AuthzPolicy> policy = this->policy();
+  absl::Status allowed = who.status();
+  if (who.ok() && policy != nullptr &&
+      !policy->MayAllowUnder(*who, AuthzAction::kList, req->prefix())) {
+    // No rule could allow any name under the prefix: refused before
+    // ZooKeeper, like every other call.
+    allowed = Authorize(*who, AuthzAction::kList, req->prefix());
+  }
+  if (Refused(reactor, "List", allowed)) return reactor;
+  engine_->List(req->prefix(), req->limit(), [this, reactor, resp, policy,
+                                              who = *who](absl::StatusOr<LockList> l) {
     if (!l.ok()) {
       grpc::Status g = ToGrpc(l.status());
       NoteRequest("List", g.error_code());
       return reactor->Finish(g);
     }
-    for (auto& n : l->names) resp->add_names(n);
+    // Only the names the caller may list (not audited one by one: a
+    // filtered name is not a refused call).
+    for (auto& n : l->names) {
+      if (policy == nullptr || policy->Check(who, AuthzAction::kList, n).allowed) resp->add_names(n);
+    }
     resp->set_truncated(l->truncated);
     NoteRequest("List", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);

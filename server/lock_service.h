@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 
+#include "server/authz.h"
 #include "server/lock_engine.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
@@ -66,7 +67,35 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
     if (observer_) observer_->OnStreamsChanged(kind, delta);
   }
 
+  // Mutual TLS and authorization; set before serving (both may be null:
+  // no client certificates asked for, no policy). Must outlive the service.
+  void SetAuth(ClientCertVerifier* verifier, PolicyFile* policy) {
+    verifier_ = verifier;
+    policy_ = policy;
+  }
+  // The caller's verified identity ("" without mutual TLS), or
+  // UNAUTHENTICATED (audited).
+  absl::StatusOr<std::string> Authenticate(grpc::CallbackServerContext* ctx,
+                                           const char* method) const;
+  // OK, or PERMISSION_DENIED naming identity, action and lock (audited).
+  // Always OK without a policy.
+  absl::Status Authorize(const std::string& identity, AuthzAction action,
+                         absl::string_view lock) const;
+  // For lease-id calls: the lock name in the lease id (nullopt if the id
+  // does not parse: the engine reports that as INVALID_ARGUMENT).
+  absl::Status AuthorizeLease(const std::string& identity, AuthzAction action,
+                              const std::string& lease_id) const;
+  // Finishes a unary call refused by Authenticate/Authorize (true) or
+  // does nothing (false: `s` is OK).
+  bool Refused(grpc::ServerUnaryReactor* reactor, const char* method,
+               const absl::Status& s) const;
+  std::shared_ptr<const AuthzPolicy> policy() const {
+    return policy_ ? policy_->current() : nullptr;
+  }
+
  private:
+  ClientCertVerifier* verifier_ = nullptr;
+  PolicyFile* policy_ = nullptr;
   LockEngine* const engine_;
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);  // reload --authz-file
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   auto replica = turnstile::Replica::Start(config);
@@ -41,7 +42,11 @@ int main(int argc, char** argv) {
               config.zk.c_str(), config.zk_root.c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+    if (!(*replica)->ReloadPolicy()) {
+      std::fprintf(stderr, "turnstiled: SIGHUP: no new authz policy loaded\n");
+    }
+  }
   std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,
               static_cast<long long>(config.drain_timeout.count()));
   std::fflush(stdout);

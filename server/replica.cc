@@ -1,5 +1,7 @@
 #include "server/replica.h"
 
+#include "server/authz.h"
+
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>  // malloc_trim
@@ -67,6 +69,13 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
   f->String("tls-key-file", &tls_key_file, "PEM private key for TLS on the gRPC port");
+  f->String("tls-client-ca-file", &tls_client_ca_file,
+            "PEM CA bundle: require mutual TLS; callers are identified by their client "
+            "certificate (first URI SAN, else DNS SAN, else subject CN); needs --tls-cert-file");
+  f->String("authz-file", &authz_file,
+            "authorization policy (JSON, see protos/turnstile/v1/authz.proto): which identities "
+            "may do what on which lock-name prefixes; deny by default; reloaded when the file "
+            "changes and on SIGHUP; needs --tls-client-ca-file");
   f->String("log-level", &log_level, "error, warn, info or debug");
   if (metrics_listen.empty()) metrics_listen = kDefaultMetricsListen;
   f->String("metrics-listen", &metrics_listen,
@@ -97,6 +106,15 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
   }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca-file (mutual TLS) needs --tls-cert-file and --tls-key-file");
+  }
+  if (!c.authz_file.empty() && c.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--authz-file needs --tls-client-ca-file: identities come only from verified client "
+        "certificates");
+  }
   SetZkClientLogLevel(c.log_level);
 
   r->timers_ = std::make_unique<TimerQueue>();
@@ -123,6 +141,19 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   r->engine_ = std::make_unique<LockEngine>(sessions, r->timers_.get(), eo);
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
+  if (!c.tls_client_ca_file.empty()) {
+    auto ca = ReadFile(c.tls_client_ca_file, "TLS client CA");
+    if (!ca.ok()) return ca.status();
+    auto v = ClientCertVerifier::Create(*ca);
+    if (!v.ok()) return v.status();
+    r->verifier_ = std::move(*v);
+  }
+  if (!c.authz_file.empty()) {
+    auto pf = PolicyFile::Load(c.authz_file);
+    if (!pf.ok()) return pf.status();
+    r->policy_ = std::move(*pf);
+  }
+  r->service_->SetAuth(r->verifier_.get(), r->policy_.get());
   if (!c.metrics_listen.empty()) {
     MetricsOptions mo;
     mo.listen = c.metrics_listen;
@@ -151,6 +182,13 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     if (!key.ok()) return key.status();
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (r->verifier_ != nullptr) {
+      // Ask for a client certificate but let the call through to judge it
+      // (ClientCertVerifier): a bad one is then a clear UNAUTHENTICATED
+      // status, not a failed handshake. The handshake still proves the
+      // client holds the certificate's key.
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY;
+    }
     creds = grpc::SslServerCredentials(ssl);
   }
   grpc::ServerBuilder builder;
@@ -176,7 +214,17 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     if (absl::Status s = zk->Start(); !s.ok()) return s;
   }
   r->ScheduleHeapTrim();
+  if (r->policy_ != nullptr) r->SchedulePolicyCheck();
   return r;
+}
+
+bool Replica::ReloadPolicy() { return policy_ != nullptr && policy_->Reload(true); }
+
+void Replica::SchedulePolicyCheck() {
+  timers_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
+    policy_->Reload(false);
+    SchedulePolicyCheck();
+  });
 }
 
 // glibc keeps the heap of a burst of streams after they end: chunks still in

@@ -21,8 +21,10 @@ class Server;
 
 namespace turnstile {
 
+class ClientCertVerifier;
 class LockServiceImpl;
 class Metrics;
+class PolicyFile;
 
 struct ReplicaConfig {
   std::string listen = "127.0.0.1:7400";
@@ -43,6 +45,13 @@ struct ReplicaConfig {
   // PEM files; both set = TLS on the gRPC port, neither = plaintext.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA bundle: mutual TLS. Every call must present a client certificate
+  // issued by it (else UNAUTHENTICATED); the caller's identity comes from
+  // it (server/authz.h). Needs tls_cert_file.
+  std::string tls_client_ca_file;
+  // Authorization policy (protos/turnstile/v1/authz.proto, JSON); reloaded
+  // when the file changes and on SIGHUP. Needs tls_client_ca_file.
+  std::string authz_file;
   std::string log_level = "warn";
   // Prometheus /metrics address (host:port; port 0 picks one); empty = off.
   // Off for in-process replicas; Register() makes the flag default
@@ -88,18 +97,26 @@ class Replica {
   // vanishes at once; then the gRPC server stops.
   void Drain();
 
+  // Re-reads --authz-file now (SIGHUP); true if a new policy is in force.
+  // No-op without a policy file.
+  bool ReloadPolicy();
+
  private:
   Replica() = default;
   void Stop();
   // Every 5 s on the timer thread: hands the heap that a burst of streams
   // left behind back to the system once many of them have ended.
   void ScheduleHeapTrim();
+  // Four times a second on the timer thread: reloads a changed policy file.
+  void SchedulePolicyCheck();
 
   ReplicaConfig config_;
   int port_ = 0;
   std::unique_ptr<TimerQueue> timers_;
   std::vector<std::unique_ptr<ZkSession>> zk_;
   std::unique_ptr<LockEngine> engine_;
+  std::unique_ptr<ClientCertVerifier> verifier_;
+  std::unique_ptr<PolicyFile> policy_;
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;

@@ -7,7 +7,18 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/lib/tls.h"
 #include "turnstile/v1/lock.grpc.pb.h"
+
+// Plaintext, or TLS from TURNSTILE_TLS_* (the suite's mTLS mode).
+static std::shared_ptr<grpc::ChannelCredentials> TlsFromEnv() {
+  auto creds = turnstile::client::MakeChannelCredentials(turnstile::client::TlsFiles::FromEnv());
+  if (!creds.ok()) {
+    std::fprintf(stderr, "acquire_child: %s\n", std::string(creds.status().message()).c_str());
+    std::exit(2);
+  }
+  return *creds;
+}
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -15,7 +26,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto stub = turnstile::v1::LockService::NewStub(
-      grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(argv[1], TlsFromEnv()));
   grpc::ClientContext ctx;
   auto rw = stub->Acquire(&ctx);
   turnstile::v1::AcquireRequest req;

@@ -22,6 +22,29 @@ Run through tests/check_deploy.sh, which prepares node + kubernetes-models.
               (selectors, probes, grace period vs drain timeout, env ==
               turnstiled flags, anti-affinity, PDBs, ZooKeeper ensemble,
               kustomization completeness, scrape annotations).
+  pki         deploy/local/make-dev-ca.sh, run in a temp dir: CA, server and
+              client certificates chain to the CA (openssl verify), EC P-256,
+              keys mode 600, serverAuth/clientAuth, client URI SAN = identity
+              and file name = its slug; idempotent (a rerun keeps the CA, a new
+              identity is issued by it), --force replaces it, bad identities
+              are refused; its output directory is git- and docker-ignored.
+  compose-mtls  deploy/compose/mtls.override.yml merged over docker-compose.yml
+              (compose's merge rules), then every compose rule again, plus:
+              TLS/authz variables set and complete, each file resolves through
+              the mounts to make-dev-ca.sh's output (copied into a volume by a
+              one-shot service that never copies ca.key and chowns to the
+              image's uid) or to a valid policy in the repo; health checks
+              present a client certificate; server.crt names every replica.
+  k8s-mtls    deploy/k8s-mtls rendered like kustomize (and compared with
+              `kubectl kustomize` when installed), then every k8s rule again
+              with exec probes, plus: cert-manager.io/v1 objects against their
+              schema (required and known fields), issuerRefs, the CA chain,
+              mounted Secrets == Certificate secretNames, env file paths ==
+              mount paths, server dnsNames cover the Services, client
+              certificates of the trusted CA, probes with a client
+              certificate, the policy ConfigMap valid and kept by name.
+              Policies: fields and actions of protos/turnstile/v1/authz.proto
+              (the rules of AuthzPolicy::Parse in server/authz.cc).
   readme      the README sections exist and name real services, ports, paths.
 
 The same check functions run against mutated copies in
@@ -29,11 +52,15 @@ tests/check_deploy_mutations.py, which proves that each rule catches a break.
 """
 
 import argparse
+import copy
 import fnmatch
+import hashlib
+import ipaddress
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +75,11 @@ BUILD_LIST = "deploy/debian-packages.txt"
 INSTALL_DEPS = "deploy/local/install-deps.sh"
 K8S_DIR = "deploy/k8s"
 KUSTOMIZATION = "deploy/k8s/kustomization.yaml"
+# Issue 13 (mutual TLS + authorization), all optional modes of the above:
+K8S_MTLS_DIR = "deploy/k8s-mtls"
+COMPOSE_MTLS = "deploy/compose/mtls.override.yml"
+MAKE_DEV_CA = "deploy/local/make-dev-ca.sh"
+DEV_PKI_DIR = "deploy/local/dev-pki"  # make-dev-ca.sh's output in the README; never committed
 
 DRAIN_MARGIN_MS = 5000  # grace period must exceed the drain timeout by this much
 ZK_IMAGE_RE = re.compile(r"^zookeeper:3\.8(\.\d+)?$")
@@ -76,9 +108,21 @@ def _strict_mapping(loader, node, deep=False):
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
 
 
+_yaml_cache = {}  # file text -> parsed documents (the mutation runs parse the same files ~170 times)
+
+
 def load_yaml_docs(path):
     with open(path, encoding="utf-8") as f:
-        return [d for d in yaml.load_all(f, Loader=StrictLoader) if d is not None]
+        text = f.read()
+    if text not in _yaml_cache:
+        try:
+            _yaml_cache[text] = [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
+        except yaml.YAMLError as e:
+            _yaml_cache[text] = e
+    docs = _yaml_cache[text]
+    if isinstance(docs, Exception):
+        raise docs
+    return copy.deepcopy(docs)
 
 
 # ----------------------------------------------------------------------------
@@ -100,6 +144,16 @@ def parse_flag_help(text):
 def run(cmd, env=None):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return p.returncode, p.stdout, p.stderr
+
+
+_help_cache = {}  # (argv, env) -> result of a `... --help` run of the built binaries (deterministic)
+
+
+def run_help(cmd, env):
+    key = (tuple(cmd), tuple(sorted(env.items())))
+    if key not in _help_cache:
+        _help_cache[key] = run(cmd, env=env)
+    return _help_cache[key]
 
 
 def package_of(path):
@@ -342,6 +396,473 @@ def dockerignore_excludes(patterns, path):
 
 
 # ----------------------------------------------------------------------------
+# Mutual TLS and authorization (deploy/compose/mtls.override.yml,
+# deploy/k8s-mtls/, deploy/local/make-dev-ca.sh).
+
+AUTHZ_ACTIONS = ("acquire", "describe", "list", "release", "revoke", "keepalive")
+AUTHZ_RULE_FIELDS = {"identities", "locks", "actions", "admin", "deny", "description"}
+TLS_FILE_ENVS = ("TURNSTILE_TLS_CERT_FILE", "TURNSTILE_TLS_KEY_FILE", "TURNSTILE_TLS_CLIENT_CA_FILE",
+                 "TURNSTILE_AUTHZ_FILE")
+TLS_CLI_FLAGS = ("tls-ca-file", "tls-cert-file", "tls-key-file")
+
+
+def _no_duplicate_keys(pairs):
+    keys = [k for k, _ in pairs]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"duplicate key(s) {dup}")
+    return dict(pairs)
+
+
+def parse_policy(text):
+    """An --authz-file policy read the way turnstiled reads it (AuthzPolicy::Parse in
+    server/authz.cc; format in protos/turnstile/v1/authz.proto): (rules, problems)."""
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except ValueError as e:
+        return None, [f"parses as JSON: {e}"]
+    if not isinstance(doc, dict):
+        return None, ["is a JSON object {\"rules\": [...]}"]
+    problems = [f"unknown field {k!r} (only \"rules\")" for k in doc if k != "rules"]
+    rules = doc.get("rules")
+    if rules is None:
+        rules = []
+    if not isinstance(rules, list):
+        return None, problems + ["\"rules\" is a list"]
+    out = []
+    for i, r in enumerate(rules, 1):
+        lab = f"rule {i}"
+        if not isinstance(r, dict):
+            problems.append(f"{lab} is an object")
+            continue
+        problems += [f"{lab}: unknown field {k!r} (known: {', '.join(sorted(AUTHZ_RULE_FIELDS))})"
+                     for k in r if k not in AUTHZ_RULE_FIELDS]
+        ids, locks, actions = r.get("identities") or [], r.get("locks") or [], r.get("actions") or []
+        for f, v in (("identities", ids), ("locks", locks), ("actions", actions)):
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                problems.append(f"{lab}: \"{f}\" is a list of strings")
+        for f in ("admin", "deny"):
+            if f in r and not isinstance(r[f], bool):
+                problems.append(f"{lab}: \"{f}\" is true or false")
+        if "description" in r and not isinstance(r["description"], str):
+            problems.append(f"{lab}: \"description\" is a string")
+        if not ids:
+            problems.append(f"{lab}: \"identities\" is empty")
+        if any(x == "" for x in ids if isinstance(x, str)):
+            problems.append(f"{lab}: an empty identity pattern (use \"*\" for anyone)")
+        if not locks:
+            problems.append(f"{lab}: \"locks\" is empty (\"\" means every lock)")
+        acts = set()
+        for a in actions if isinstance(actions, list) else []:
+            if a == "*":
+                acts |= set(AUTHZ_ACTIONS)
+            elif a in AUTHZ_ACTIONS:
+                acts.add(a)
+            else:
+                problems.append(f"{lab}: unknown action {a!r} (known: {', '.join(AUTHZ_ACTIONS)}, *)")
+        if r.get("admin") is True:
+            acts = set(AUTHZ_ACTIONS)
+        deny = r.get("deny") is True
+        if deny and (r.get("admin") is True or actions):
+            problems.append(f"{lab}: a deny rule refuses every action; it takes no actions or admin")
+        if not deny and not acts:
+            problems.append(f"{lab}: grants nothing (give actions, admin, or deny)")
+        out.append({"identities": [x for x in ids if isinstance(x, str)],
+                    "locks": [x for x in locks if isinstance(x, str)], "actions": acts, "deny": deny})
+    return out, problems
+
+
+def identity_matches(pattern, identity):
+    """turnstiled's IdentityMatches: '*' is any run of characters ('/' included)."""
+    rx = ".*".join(re.escape(p) for p in pattern.split("*"))
+    return re.fullmatch(rx, identity, re.S) is not None
+
+
+def policy_allows(rules, identity, action, lock):
+    """AuthzPolicy::Check: the most specific matching rule decides (identity
+    exact > more literal glob characters, then longer lock prefix, then deny)."""
+    best, best_key = None, None
+    for r in rules:
+        spec = -1
+        for pat in r["identities"]:
+            if identity_matches(pat, identity):
+                spec = max(spec, 10 ** 9 if "*" not in pat else len(pat) - pat.count("*"))
+        if spec < 0:
+            continue
+        lens = [len(p) for p in r["locks"] if lock.startswith(p)]
+        if not lens:
+            continue
+        key = (spec, max(lens), r["deny"])
+        if best is None or key > best_key:
+            best, best_key = r, key
+    return best is not None and not best["deny"] and action in best["actions"]
+
+
+def tls_dependency_problems(env):
+    """turnstiled's start-up rules (server/replica.cc) for the TLS/authz flags."""
+    has = {k: bool(env.get(k)) for k in TLS_FILE_ENVS}
+    out = []
+    if has["TURNSTILE_AUTHZ_FILE"] and not has["TURNSTILE_TLS_CLIENT_CA_FILE"]:
+        out.append("--authz-file needs --tls-client-ca-file (identities come from client certificates)")
+    if has["TURNSTILE_TLS_CLIENT_CA_FILE"] and not (has["TURNSTILE_TLS_CERT_FILE"] and has["TURNSTILE_TLS_KEY_FILE"]):
+        out.append("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+    if has["TURNSTILE_TLS_CERT_FILE"] != has["TURNSTILE_TLS_KEY_FILE"]:
+        out.append("--tls-cert-file and --tls-key-file go together")
+    return out
+
+
+def cli_global_flags(argv):
+    """`turnstile --flag value ... COMMAND args`: ({flag: value}, [COMMAND, args...])."""
+    flags, i = {}, 1
+    while i < len(argv) and argv[i].startswith("--"):
+        if "=" in argv[i]:
+            k, v = argv[i][2:].split("=", 1)
+            i += 1
+        else:
+            k, v = argv[i][2:], argv[i + 1] if i + 1 < len(argv) else None
+            i += 2
+        flags[k] = v
+    return flags, list(argv[i:])
+
+
+# --- a small kustomize (what deploy/k8s and deploy/k8s-mtls use) --------------
+
+SMP_MERGE_KEYS = {"containers": "name", "initContainers": "name", "volumes": "name", "env": "name",
+                  "volumeMounts": "mountPath", "ports": "containerPort", "imagePullSecrets": "name"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PersistentVolume", "StorageClass",
+                  "CustomResourceDefinition", "PriorityClass", "ValidatingWebhookConfiguration",
+                  "MutatingWebhookConfiguration"}
+KUSTOMIZE_SUPPORTED = {"apiVersion", "kind", "namespace", "resources", "images", "patches",
+                       "configMapGenerator", "generatorOptions"}
+
+
+def smp_merge(dst, patch):
+    """Strategic merge patch: maps merge, null deletes, the usual Kubernetes
+    lists merge by their key (containers/volumes/env by name, volumeMounts by
+    mountPath), other lists are replaced."""
+    if not isinstance(dst, dict) or not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(dst)
+    for k, v in patch.items():
+        if str(k).startswith("$"):
+            raise ValueError(f"patch directive {k} is not supported by this check")
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = smp_merge(out[k], v)
+        elif isinstance(v, list) and isinstance(out.get(k), list) and k in SMP_MERGE_KEYS:
+            mk = SMP_MERGE_KEYS[k]
+            old = {i.get(mk): i for i in out[k] if isinstance(i, dict)}
+            merged, used = [], set()
+            for item in v:
+                key = item.get(mk) if isinstance(item, dict) else None
+                if key is not None and key in old:
+                    merged.append(smp_merge(old[key], item))
+                    used.add(key)
+                else:
+                    merged.append(copy.deepcopy(item))
+            merged += [copy.deepcopy(i) for i in out[k] if not (isinstance(i, dict) and i.get(mk) in used)]
+            out[k] = merged
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def render_kustomization(root, rel_dir, _stack=()):
+    """Renders a kustomization like `kustomize build` for the features these
+    manifests use: resources (files and directories), configMapGenerator,
+    strategic-merge patches (matched by kind and name), namespace, images.
+    Returns (objects [{"file", "index", "object"}], kustomization, problems)."""
+    d = os.path.normpath(rel_dir)
+    if d in _stack:
+        return [], None, [f"kustomization cycle: {' -> '.join(_stack + (d,))}"]
+    kp = os.path.join(root, d, "kustomization.yaml")
+    if not os.path.isfile(kp):
+        return [], None, [f"{d}/kustomization.yaml is missing"]
+    try:
+        kust = load_yaml_docs(kp)[0]
+    except (yaml.YAMLError, IndexError) as e:
+        return [], None, [f"{d}/kustomization.yaml parses: {e}"]
+    problems = [f"{d}/kustomization.yaml: {k} is not supported by this check's renderer"
+                for k in kust if k not in KUSTOMIZE_SUPPORTED]
+    objs = []
+    for r in kust.get("resources") or []:
+        rp = os.path.normpath(os.path.join(d, str(r)))
+        full = os.path.join(root, rp)
+        if rp.startswith(".."):
+            problems.append(f"{d}: resource {r} is outside the repository")
+        elif os.path.isdir(full):
+            sub, _, pr = render_kustomization(root, rp, _stack + (d,))
+            objs += sub
+            problems += pr
+        elif os.path.isfile(full):
+            try:
+                objs += [{"file": rp, "index": i, "object": o} for i, o in enumerate(load_yaml_docs(full))]
+            except yaml.YAMLError as e:
+                problems.append(f"{rp} parses: {e}")
+        else:
+            problems.append(f"{d}: resource {r} exists")
+    gen_opts = kust.get("generatorOptions") or {}
+    for g in kust.get("configMapGenerator") or []:
+        data = {}
+        for f in g.get("files") or []:
+            key, _, fp = str(f).partition("=") if "=" in str(f) else (os.path.basename(str(f)), "", str(f))
+            try:
+                data[key] = open(os.path.join(root, d, fp), encoding="utf-8").read()
+            except OSError as e:
+                problems.append(f"{d}: configMapGenerator {g.get('name')} file {fp}: {e.strerror}")
+        for lit in g.get("literals") or []:
+            k, _, v = str(lit).partition("=")
+            data[k] = v
+        opts = dict(gen_opts)
+        opts.update(g.get("options") or {})
+        md = {"name": str(g.get("name")) + ("" if opts.get("disableNameSuffixHash") else "-HASH")}
+        if opts.get("labels"):
+            md["labels"] = dict(opts["labels"])
+        if opts.get("annotations"):
+            md["annotations"] = dict(opts["annotations"])
+        objs.append({"file": f"{d}/kustomization.yaml", "index": f"configMapGenerator {g.get('name')}",
+                     "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data}})
+    for p in kust.get("patches") or []:
+        if not isinstance(p, dict) or p.get("target") or ("path" in p) == ("patch" in p):
+            problems.append(f"{d}: patch {p} is a strategic-merge patch given by path or patch, without target")
+            continue
+        try:
+            docs = load_yaml_docs(os.path.join(root, d, p["path"])) if "path" in p else \
+                [x for x in yaml.load_all(p["patch"], Loader=StrictLoader) if x is not None]
+        except (OSError, yaml.YAMLError) as e:
+            problems.append(f"{d}: patch {p.get('path', '(inline)')} loads: {e}")
+            continue
+        for pd in docs:
+            if not isinstance(pd, dict) or not pd.get("kind") or not (pd.get("metadata") or {}).get("name"):
+                problems.append(f"{d}: patch {p.get('path', '(inline)')} is a strategic-merge patch with kind and metadata.name")
+                continue
+            hits = [o for o in objs if o["object"].get("kind") == pd["kind"]
+                    and (o["object"].get("metadata") or {}).get("name") == pd["metadata"]["name"]]
+            if not hits:
+                problems.append(f"patch {p.get('path', '(inline)')} targets {pd['kind']}/{pd['metadata']['name']}, "
+                                f"which is no object of the kustomization")
+            for o in hits:
+                try:
+                    o["object"] = smp_merge(o["object"], pd)
+                except ValueError as e:
+                    problems.append(f"patch {p.get('path', '(inline)')}: {e}")
+    ns = kust.get("namespace")
+    if ns:
+        for o in objs:
+            if o["object"].get("kind") not in CLUSTER_SCOPED:
+                o["object"].setdefault("metadata", {})["namespace"] = ns
+    images = {im.get("name"): im for im in kust.get("images") or []}
+    for o in objs:
+        tspec = (((o["object"].get("spec") or {}).get("template") or {}).get("spec") or {})
+        for c in list(tspec.get("containers") or []) + list(tspec.get("initContainers") or []):
+            name, _, tag = str(c.get("image", "")).partition(":")
+            im = images.get(name)
+            if im:
+                c["image"] = f"{im.get('newName', name)}:{im.get('newTag', tag)}"
+    return objs, kust, problems
+
+
+def canonical(obj):
+    """JSON text of an object with the merge-keyed lists sorted (list order of
+    containers, env, volumes... does not matter to Kubernetes)."""
+    def canon(v):
+        if isinstance(v, dict):
+            return {k: canon(x) for k, x in v.items()}
+        if isinstance(v, list):
+            items = [canon(x) for x in v]
+            for mk in ("name", "mountPath", "containerPort"):
+                if items and all(isinstance(x, dict) and mk in x for x in items):
+                    return sorted(items, key=lambda x: json.dumps(x[mk]))
+            return items
+        return v
+    return json.dumps(canon(obj), sort_keys=True)
+
+
+# --- cert-manager.io/v1 (CRDs: kubernetes-models does not know them) ----------
+
+CM_CERT_SPEC = {"secretName", "issuerRef", "commonName", "dnsNames", "uris", "ipAddresses", "emailAddresses",
+                "isCA", "duration", "renewBefore", "renewBeforePercentage", "usages", "privateKey", "subject",
+                "literalSubject", "secretTemplate", "revisionHistoryLimit", "keystores", "encodeUsagesInRequest",
+                "additionalOutputFormats", "nameConstraints", "otherNames"}
+CM_USAGES = {"signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+             "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+             "server auth", "client auth", "code signing", "email protection", "s/mime", "ipsec end system",
+             "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc"}
+CM_ISSUER_TYPES = {"selfSigned": {"crlDistributionPoints"},
+                   "ca": {"secretName", "crlDistributionPoints", "ocspServers", "issuingCertificateURLs"},
+                   "acme": None, "vault": None, "venafi": None}
+DNS1123_SUB = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^\s/]+(/\S*)?$")
+
+
+def cert_manager_problems(o):
+    """Schema problems of a cert-manager.io/v1 Certificate/Issuer/ClusterIssuer
+    (required fields, known fields, value formats)."""
+    out = []
+    kind, md, spec = o.get("kind"), o.get("metadata") or {}, o.get("spec")
+    if o.get("apiVersion") != "cert-manager.io/v1":
+        out.append(f"apiVersion {o.get('apiVersion')} is cert-manager.io/v1")
+    out += [f"unknown field {k}" for k in o if k not in ("apiVersion", "kind", "metadata", "spec")]
+    out += [f"unknown field metadata.{k}" for k in md if k not in ("name", "namespace", "labels", "annotations")]
+    if not DNS1123_SUB.match(str(md.get("name", ""))):
+        out.append("metadata.name is a DNS-1123 name")
+    if not isinstance(spec, dict):
+        return out + ["spec is an object"]
+    if kind == "Certificate":
+        out += [f"unknown field spec.{k}" for k in spec if k not in CM_CERT_SPEC]
+        if not isinstance(spec.get("secretName"), str) or not DNS1123_SUB.match(spec.get("secretName") or ""):
+            out.append("spec.secretName (required) is a Secret name")
+        ref = spec.get("issuerRef")
+        if not isinstance(ref, dict):
+            out.append("spec.issuerRef (required) is an object")
+        else:
+            out += [f"unknown field spec.issuerRef.{k}" for k in ref if k not in ("name", "kind", "group")]
+            if not ref.get("name"):
+                out.append("spec.issuerRef.name is required")
+            if ref.get("kind") not in ("Issuer", "ClusterIssuer"):
+                out.append(f"spec.issuerRef.kind is Issuer or ClusterIssuer (got {ref.get('kind')!r})")
+            if ref.get("group", "cert-manager.io") != "cert-manager.io":
+                out.append("spec.issuerRef.group is cert-manager.io")
+        if spec.get("isCA") is True:
+            if not spec.get("commonName"):
+                out.append("a CA certificate (isCA) has a commonName")
+        elif not (spec.get("dnsNames") or spec.get("uris") or spec.get("ipAddresses")):
+            out.append("spec.dnsNames or spec.uris (or ipAddresses) names the certificate's subject")
+        if "isCA" in spec and not isinstance(spec["isCA"], bool):
+            out.append("spec.isCA is true or false")
+        for f in ("dnsNames", "uris", "ipAddresses", "usages"):
+            if f in spec and not (isinstance(spec[f], list) and all(isinstance(x, str) for x in spec[f])):
+                out.append(f"spec.{f} is a list of strings")
+        for n in spec.get("dnsNames") or []:
+            if not (n == "localhost" or DNS1123_SUB.match(str(n).lstrip("*."))):
+                out.append(f"spec.dnsNames: {n!r} is a DNS name")
+        for u in spec.get("uris") or []:
+            if not URI_RE.match(str(u)):
+                out.append(f"spec.uris: {u!r} is a URI (scheme://authority/path)")
+        for ip in spec.get("ipAddresses") or []:
+            try:
+                ipaddress.ip_address(str(ip))
+            except ValueError:
+                out.append(f"spec.ipAddresses: {ip!r} is an IP address")
+        bad = [u for u in spec.get("usages") or [] if u not in CM_USAGES]
+        if bad:
+            out.append(f"spec.usages: unknown {bad}")
+        if len(str(spec.get("commonName", ""))) > 64:
+            out.append("spec.commonName is at most 64 characters")
+        pk = spec.get("privateKey") or {}
+        out += [f"unknown field spec.privateKey.{k}" for k in pk if k not in ("algorithm", "size", "encoding", "rotationPolicy")]
+        alg, size = pk.get("algorithm", "RSA"), pk.get("size")
+        if alg not in ("RSA", "ECDSA", "Ed25519"):
+            out.append(f"spec.privateKey.algorithm {alg!r} is RSA, ECDSA or Ed25519")
+        elif size is not None and ((alg == "ECDSA" and size not in (256, 384, 521)) or (alg == "RSA" and (not isinstance(size, int) or size < 2048))):
+            out.append(f"spec.privateKey.size {size} fits algorithm {alg}")
+        if pk.get("rotationPolicy", "Never") not in ("Never", "Always"):
+            out.append("spec.privateKey.rotationPolicy is Never or Always")
+        try:
+            dur = parse_go_duration_ms(spec["duration"]) if "duration" in spec else 90 * 24 * 3600e3
+            ren = parse_go_duration_ms(spec["renewBefore"]) if "renewBefore" in spec else dur / 3
+            if dur < 3600e3:
+                out.append("spec.duration is at least 1h")
+            if not 0 < ren < dur:
+                out.append(f"spec.renewBefore {spec.get('renewBefore')} is shorter than spec.duration {spec.get('duration')}")
+        except ValueError as e:
+            out.append(f"spec.duration/renewBefore: {e}")
+    elif kind in ("Issuer", "ClusterIssuer"):
+        types = [k for k in spec if k in CM_ISSUER_TYPES]
+        out += [f"unknown field spec.{k}" for k in spec if k not in CM_ISSUER_TYPES]
+        if len(types) != 1:
+            out.append(f"spec has exactly one issuer type of {sorted(CM_ISSUER_TYPES)} (got {types})")
+        for t in types:
+            body = spec[t] if spec[t] is not None else {}
+            if not isinstance(body, dict):
+                out.append(f"spec.{t} is an object")
+                continue
+            if CM_ISSUER_TYPES[t] is not None:
+                out += [f"unknown field spec.{t}.{k}" for k in body if k not in CM_ISSUER_TYPES[t]]
+            if t == "ca" and not body.get("secretName"):
+                out.append("spec.ca.secretName (required) names the CA's Secret")
+    else:
+        out.append(f"kind {kind} is Certificate, Issuer or ClusterIssuer")
+    return out
+
+
+# --- docker compose: an override file merged over the base ---------------------
+
+def _env_dict(e):
+    if isinstance(e, list):
+        e = dict(x.split("=", 1) if "=" in x else (x, "") for x in e)
+    return dict(e or {})
+
+
+def _deps_dict(d):
+    if isinstance(d, list):
+        return {x: {"condition": "service_started"} for x in d}
+    return dict(d or {})
+
+
+def _volume_target(v):
+    if isinstance(v, dict):
+        return v.get("target")
+    parts = str(v).split(":")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def merge_compose(base, override):
+    """`docker compose -f base -f override` merge rules for what these files use:
+    maps merge (environment, depends_on, healthcheck...), volumes merge by
+    container path, ports and other sets are unions, everything else is replaced."""
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        if str(k).startswith("x-"):
+            continue
+        if k == "services":
+            svcs = out.setdefault("services", {})
+            for name, s in (v or {}).items():
+                b, o = copy.deepcopy(svcs.get(name) or {}), s or {}
+                for sk, sv in o.items():
+                    if sk == "environment":
+                        b[sk] = {**_env_dict(b.get(sk)), **_env_dict(sv)}
+                    elif sk == "depends_on":
+                        b[sk] = {**_deps_dict(b.get(sk)), **_deps_dict(sv)}
+                    elif sk == "volumes":
+                        merged = {_volume_target(x): x for x in b.get(sk) or []}
+                        merged.update({_volume_target(x): x for x in sv or []})
+                        b[sk] = list(merged.values())
+                    elif sk in ("ports", "expose", "dns", "tmpfs", "cap_add", "cap_drop", "security_opt", "extra_hosts"):
+                        b[sk] = list(b.get(sk) or []) + [x for x in sv or [] if x not in (b.get(sk) or [])]
+                    elif isinstance(sv, dict) and isinstance(b.get(sk), dict):
+                        b[sk] = {**b[sk], **copy.deepcopy(sv)}
+                    else:
+                        b[sk] = copy.deepcopy(sv)
+                svcs[name] = b
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **copy.deepcopy(v)}
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def gitignore_ignores(patterns, path):
+    """Whether .gitignore-style patterns (last match wins, "!" negates, a
+    leading "/" anchors, a trailing "/" means a directory) ignore path."""
+    parts = path.strip("/").split("/")
+    ignored = False
+    for pat in patterns:
+        neg = pat.startswith("!")
+        p = pat[1:] if neg else pat
+        anchored = p.startswith("/") or "/" in p.rstrip("/")
+        p = p.strip("/")
+        for i in range(len(parts)):
+            # the pattern names this prefix (a directory, or the file itself)
+            cands = ["/".join(parts[: i + 1])] if anchored else [parts[i]]
+            if any(fnmatch.fnmatchcase(c, p) for c in cands) and (i < len(parts) - 1 or not pat.endswith("/")):
+                ignored = not neg
+                break
+    return ignored
+
+
+# ----------------------------------------------------------------------------
 
 
 class Checker:
@@ -387,7 +908,7 @@ class Checker:
     # -- turnstiled / turnstile as validators of flags and values --
     def turnstiled_accepts(self, env, args=()):
         """turnstiled parses every TURNSTILE_* value and flag before --help: exit 0 iff valid."""
-        rc, _, err = run([self.facts["turnstiled"], *args, "--help"], env={k: str(v) for k, v in env.items()})
+        rc, _, err = run_help([self.facts["turnstiled"], *args, "--help"], {k: str(v) for k, v in env.items()})
         return rc == 0, err.strip()
 
     def flag_value(self, flag, env, args=()):
@@ -629,7 +1150,7 @@ class Checker:
                 hc_argv, _ = exec_or_shell(m.group(1))
                 self.check_health_cmd(S, "HEALTHCHECK", hc_argv, grpc_port, installed_bins)
         self.image = {"env": tenv, "args": args, "grpc_port": grpc_port, "metrics_port": metrics_port,
-                      "uid": uid, "exposed": exposed}
+                      "uid": uid, "exposed": exposed, "installed_bins": installed_bins}
 
     def check_health_cmd(self, S, where, argv, grpc_port, installed_bins=None):
         """`turnstile [--server 127.0.0.1:PORT] [global flags] health`, accepted by the CLI."""
@@ -654,7 +1175,7 @@ class Checker:
         self.expect(command == "health" and "health" in self.facts["cli_commands"], S,
                     f"{where}: command is `health`, a command of `turnstile --help`",
                     f"command {command!r}; CLI commands {self.facts['cli_commands']}")
-        rc, _, err = run([self.facts["turnstile"], *argv[1:i], "health", "--help"], env={})
+        rc, _, err = run_help([self.facts["turnstile"], *argv[1:i], "health", "--help"], {})
         self.expect(rc == 0, S, f"{where}: the CLI accepts its global flags {argv[1:i]}", err.strip())
         hp = split_hostport(server) if server else None
         self.expect(hp and hp[0] in ("127.0.0.1", "localhost", "[::1]", "::1") and hp[1] == grpc_port, S,
@@ -681,26 +1202,31 @@ class Checker:
                     f"extra: {sorted(have - want)}")
 
     # =========================================================================
-    def check_compose(self):
-        S = "compose"
-        path = self.path(COMPOSE_FILE)
-        if not self.expect(os.path.isfile(path), S, f"{COMPOSE_FILE} exists"):
-            return
-        try:
-            docs = load_yaml_docs(path)
-        except yaml.YAMLError as e:
-            self.fail(S, f"{COMPOSE_FILE} parses: {e}")
-            return
-        if not self.expect(len(docs) == 1 and isinstance(docs[0], dict), S,
-                           f"{COMPOSE_FILE} parses (strict YAML, one mapping)"):
-            return
-        c = docs[0]
+    def check_compose(self, merged=None, S="compose", generated=()):
+        """The compose rules, on docker-compose.yml or (merged) on it merged with
+        an override file; `generated` are repo directories that a script makes
+        (bind mounts of them need not exist in a checkout)."""
+        if merged is None:
+            path = self.path(COMPOSE_FILE)
+            if not self.expect(os.path.isfile(path), S, f"{COMPOSE_FILE} exists"):
+                return None
+            try:
+                docs = load_yaml_docs(path)
+            except yaml.YAMLError as e:
+                self.fail(S, f"{COMPOSE_FILE} parses: {e}")
+                return None
+            if not self.expect(len(docs) == 1 and isinstance(docs[0], dict), S,
+                               f"{COMPOSE_FILE} parses (strict YAML, one mapping)"):
+                return None
+            c = docs[0]
+        else:
+            c = merged
         top_known = {"name", "services", "volumes", "networks", "configs", "secrets", "include"}
         unknown = [k for k in c if k not in top_known and not str(k).startswith("x-")]
         self.expect(not unknown, S, "only known top-level keys", f"unknown: {unknown}")
         services = c.get("services") or {}
         if not self.expect(isinstance(services, dict) and services, S, f"{len(services)} services"):
-            return
+            return None
         svc_known = {
             "image", "build", "command", "entrypoint", "environment", "env_file", "ports", "expose",
             "volumes", "depends_on", "healthcheck", "restart", "hostname", "container_name", "user",
@@ -759,8 +1285,10 @@ class Checker:
             for m in mounts(s):
                 if m["type"] == "bind":
                     hp = os.path.join(self.root, m["source"])
-                    self.expect(os.path.exists(hp) and self.inside_repo(hp), S,
-                                f"{name}: mounted {m['source']} exists in the repository")
+                    made = os.path.normpath(m["source"]) in generated
+                    self.expect((os.path.exists(hp) or made) and self.inside_repo(hp), S,
+                                f"{name}: mounted {m['source']} exists in the repository" +
+                                (f" (made by {MAKE_DEV_CA})" if made else ""))
                     self.expect(m.get("read_only"), S, f"{name}: {m['source']} is mounted read-only")
                 elif m["source"]:
                     self.expect(m["source"] in named_volumes, S, f"{name}: volume {m['source']} is declared")
@@ -908,8 +1436,12 @@ class Checker:
                 published[key] = n
                 self.expect(cport is not None and int(cport) in serves, S,
                             f"{n}: published container port {cport} is one it serves {sorted(x for x in serves if x)}")
-        self.compose = {"services": services, "zk": zk, "ts": ts, "published": published,
-                        "ts_image": next(iter(ts_images)) if len(ts_images) == 1 else None}
+        facts = {"services": services, "zk": zk, "ts": ts, "published": published,
+                 "ts_image": next(iter(ts_images)) if len(ts_images) == 1 else None,
+                 "envmap": envmap, "mounts": mounts, "host_path": host_path, "ts_ports": ts_ports}
+        if merged is not None:
+            return facts  # an override's merge: the monitoring rules below are the base's
+        self.compose = facts
 
         # Prometheus: config + rules mounted, targets == what serves metrics.
         for n, s in prom.items():
@@ -984,6 +1516,7 @@ class Checker:
                 self.expect(hh and os.path.isfile(hh), S, f"{n}: home dashboard {home} is a mounted repo file")
             pw = e.get("GF_SECURITY_ADMIN_PASSWORD")
             self.expect(pw is None or pw.startswith("${"), S, f"{n}: no admin password written into the file")
+        return facts
 
     # =========================================================================
     def check_k8s(self):
@@ -1028,17 +1561,22 @@ class Checker:
             md = (o["object"] or {}).get("metadata") or {}
             self.expect(md.get("namespace") in (None, ns), S,
                         f"{o['file']}: {o['object'].get('kind')}/{md.get('name')} is in the kustomization namespace")
-        self.check_k8s_schema(objs)
-
-        by_kind = {}
-        for o in objs:
-            by_kind.setdefault(o["object"].get("kind"), []).append(o["object"])
-        self.expect([n["metadata"]["name"] for n in by_kind.get("Namespace", [])] == [ns], S,
-                    f"a Namespace manifest creates {ns}")
-        # kustomize images transform
+        # One validator run for the base and the mTLS overlay's own objects.
+        self.check_k8s_schema(objs + self.k8s_mtls_schema_objs())
         img_map = {}
         for im in kust.get("images") or []:
             img_map[im.get("name")] = im
+        self.k8s_rules([o["object"] for o in objs], ns, img_map, S)
+
+    def k8s_rules(self, objects, ns, img_map, S, mtls=None):
+        """The project rules over a set of objects (the base's manifests, or the
+        mTLS overlay rendered). mtls: the overlay's TLS context (probes differ).
+        Returns what the overlay's own checks need."""
+        by_kind = {}
+        for o in objects:
+            by_kind.setdefault(o.get("kind"), []).append(o)
+        self.expect([n["metadata"]["name"] for n in by_kind.get("Namespace", [])] == [ns], S,
+                    f"a Namespace manifest creates {ns}")
 
         def eff_image(ref):
             name, _, tag = ref.partition(":")
@@ -1117,15 +1655,20 @@ class Checker:
         # --- ZooKeeper StatefulSet (first: the Deployment's TURNSTILE_ZK refers to it) ---
         stss = [s for s in by_kind.get("StatefulSet", []) if any(ZK_IMAGE_RE.match(c.get("image", "")) for c in containers(s))]
         if self.expect(len(stss) == 1, S, "one ZooKeeper StatefulSet (official image, 3.8 line)"):
-            self.check_zk_statefulset(stss[0], services, by_kind, ns, containers, container_ports, pod_labels, selected)
+            self.check_zk_statefulset(stss[0], services, by_kind, ns, containers, container_ports, pod_labels, selected, S)
         # --- turnstile Deployment ---
         cms = {c["metadata"]["name"]: c for c in by_kind.get("ConfigMap", [])}
         deps = [d for d in by_kind.get("Deployment", [])
                 if any(eff_image(c.get("image", "")).partition(":")[0] == "turnstile" or
                        eff_image(c.get("image", "")) == self.compose.get("ts_image") for c in containers(d))]
+        ctx = {"by_kind": by_kind, "services": services, "cms": cms, "deployment": None,
+               "containers": containers, "container_ports": container_ports, "pod_labels": pod_labels,
+               "selected": selected, "eff_image": eff_image}
         if self.expect(len(deps) == 1, S, "one turnstile Deployment"):
-            self.check_turnstile_deployment(deps[0], cms, services, by_kind, ns, eff_image, containers,
-                                            container_ports, pod_labels, selected)
+            ctx["deployment"] = deps[0]
+            ctx.update(self.check_turnstile_deployment(deps[0], cms, services, by_kind, ns, eff_image, containers,
+                                                       container_ports, pod_labels, selected, S, mtls) or {})
+        return ctx
 
     def check_k8s_schema(self, objs):
         S = "k8s-schema"
@@ -1156,8 +1699,7 @@ class Checker:
                         f"unknown: {', '.join(r['unknownFields'])}")
 
     def check_turnstile_deployment(self, d, cms, services, by_kind, ns, eff_image, containers, container_ports,
-                                   pod_labels, selected):
-        S = "k8s"
+                                   pod_labels, selected, S="k8s", mtls=None):
         dn = f"Deployment/{d['metadata']['name']}"
         spec, tspec = d["spec"], d["spec"]["template"]["spec"]
         self.expect(spec.get("replicas") == 3, S, f"{dn}: 3 replicas (got {spec.get('replicas')})")
@@ -1205,6 +1747,9 @@ class Checker:
                     f"{cn}: same ports as the image EXPOSEs")
         for probe in ("readinessProbe", "livenessProbe"):
             p = c.get(probe) or {}
+            if mtls is not None:
+                mtls["probe"](c, probe, p, g, env)  # TLS: exec probes with a client certificate
+                continue
             gp = p.get("grpc") or {}
             self.expect(gp.get("port") == g and gp.get("port") in cports, S,
                         f"{cn}: {probe} is a native gRPC probe on the gRPC containerPort {g}", f"got {p}")
@@ -1281,11 +1826,11 @@ class Checker:
                     port_ok = tnum == self._zk_client_port
             ok = ok and port_ok
         self.expect(ok, S, f"{cn}: TURNSTILE_ZK={zks} is the ZooKeeper client Service at its client port, in namespace {ns}")
+        return {"container": c, "env": env, "set_vars": set_vars, "grpc_port": g, "args": args}
 
     _zk_client_port = None
 
-    def check_zk_statefulset(self, st, services, by_kind, ns, containers, container_ports, pod_labels, selected):
-        S = "k8s"
+    def check_zk_statefulset(self, st, services, by_kind, ns, containers, container_ports, pod_labels, selected, S="k8s"):
         sn = f"StatefulSet/{st['metadata']['name']}"
         spec, tspec = st["spec"], st["spec"]["template"]["spec"]
         replicas = spec.get("replicas")
@@ -1401,10 +1946,568 @@ class Checker:
         for item in ("docker-compose.yml", "(`docker/`", "(`k8s/`", "`check_deploy.sh`"):
             self.expect(item in layout, S, f"Layout mentions {item}")
 
+    # =========================================================================
+    # Issue 13: mutual TLS + authorization. make-dev-ca.sh (run in a temp dir),
+    # the compose override (merged with docker-compose.yml, then the compose
+    # rules plus the TLS cross-references) and the Kubernetes overlay
+    # (rendered, then the k8s rules with exec probes, cert-manager objects and
+    # the TLS cross-references).
+
+    _pki_cache = {}      # make-dev-ca.sh text -> (outcomes, facts)
+    _kubectl_cache = {}  # overlay + base files -> `kubectl kustomize` result
+
+    def check_pki(self):
+        S = "pki"
+        script = self.path(MAKE_DEV_CA)
+        gi = read_list(self.path(".gitignore")) if os.path.isfile(self.path(".gitignore")) else []
+        self.expect(gitignore_ignores(gi, DEV_PKI_DIR + "/ca.key"), S,
+                    f"{DEV_PKI_DIR}/ (make-dev-ca.sh's keys) is ignored by .gitignore")
+        di = read_list(self.path(DOCKERIGNORE)) if os.path.isfile(self.path(DOCKERIGNORE)) else []
+        self.expect(dockerignore_excludes(di, DEV_PKI_DIR + "/ca.key"), S,
+                    f"build context excludes {DEV_PKI_DIR} ({DOCKERIGNORE}): no key is sent to a Docker build")
+        if not self.expect(os.path.isfile(script), S, f"{MAKE_DEV_CA} exists"):
+            return
+        text = open(script, encoding="utf-8").read()
+        cached = Checker._pki_cache.get(text)
+        if cached is None:
+            outcomes, facts = [], {}
+            try:
+                self._run_make_dev_ca(script, outcomes, facts)
+            except Exception as e:  # noqa: BLE001 -- reported as a failure
+                outcomes.append((False, f"{MAKE_DEV_CA} could be checked", f"{type(e).__name__}: {e}"))
+            cached = (outcomes, facts)
+            Checker._pki_cache[text] = cached
+        for cond, msg, why in cached[0]:
+            self.expect(cond, S, msg, why)
+        self.pki = cached[1]
+
+    def _run_make_dev_ca(self, script, outcomes, facts):
+        def expect(cond, msg, why=""):
+            outcomes.append((bool(cond), msg, why))
+            return bool(cond)
+
+        m = re.search(r'^DEFAULT_IDENTITY="([^"]+)"', open(script).read(), re.M)
+        default_id = m.group(1) if m else None
+        facts["default_identity"] = default_id
+        with tempfile.TemporaryDirectory(prefix="turnstile-pki-") as tmp:
+            out = os.path.join(tmp, "pki")
+            rc, so, se = run(["bash", script, out], env=dict(os.environ))
+            if not expect(rc == 0, f"make-dev-ca.sh OUT_DIR runs (exit {rc})", se.strip()[-500:]):
+                return
+            files = sorted(os.listdir(out))
+            facts["files"] = set(files)
+            for f in ("ca.crt", "ca.key", "server.crt", "server.key"):
+                expect(f in files, f"make-dev-ca.sh makes {f}", f"made {files}")
+            crts = [f for f in files if f.endswith(".crt") and f != "ca.crt"]
+            rc, so, se = run(["openssl", "verify", "-CAfile", os.path.join(out, "ca.crt")] +
+                             [os.path.join(out, f) for f in crts])
+            expect(rc == 0 and so.count(": OK") == len(crts), f"openssl verify -CAfile ca.crt: {crts} chain to the CA",
+                   (so + se).strip()[-400:])
+
+            def cert_info(f):
+                _, txt, _ = run(["openssl", "x509", "-in", os.path.join(out, f), "-noout", "-text"])
+                san = re.search(r"X509v3 Subject Alternative Name:.*?\n\s*(.*)\n", txt)
+                eku = re.search(r"X509v3 Extended Key Usage:.*?\n\s*(.*)\n", txt)
+                cn = re.search(r"Subject:.*?CN\s*=\s*([^,\n]+)", txt)
+                return {"san": [s.strip().replace("IP Address:", "IP:") for s in san.group(1).split(",")] if san else [],
+                        "eku": eku.group(1) if eku else "", "cn": cn.group(1).strip() if cn else None,
+                        "ca": bool(re.search(r"CA:TRUE", txt)), "p256": "prime256v1" in txt}
+            ca = cert_info("ca.crt")
+            expect(ca["ca"] and ca["p256"], "ca.crt is a CA certificate (basicConstraints CA:TRUE) with an EC P-256 key")
+            srv = cert_info("server.crt")
+            facts["server_sans"] = set(srv["san"])
+            expect("TLS Web Server Authentication" in srv["eku"] and srv["p256"] and not srv["ca"], "server.crt: "
+                   "extendedKeyUsage serverAuth, EC P-256, not a CA", f"EKU {srv['eku']!r}")
+            expect({"DNS:localhost", "IP:127.0.0.1"} <= set(srv["san"]), f"server.crt names localhost and 127.0.0.1 "
+                   f"(health checks dial 127.0.0.1)", f"SANs {srv['san']}")
+            clients = {}
+            for f in crts:
+                if f == "server.crt":
+                    continue
+                info = cert_info(f)
+                uris = [s[4:] for s in info["san"] if s.startswith("URI:")]
+                ident = uris[0] if uris else None
+                clients[f] = {"identity": ident, "key": f[:-4] + ".key"}
+                slug = re.sub(r"[^A-Za-z0-9._-]+", "-", ident.split("://", 1)[-1]).strip("-") if ident else "?"
+                expect(ident and f == f"client-{slug}.crt", f"{f}: carries a URI SAN (the identity {ident}) and is "
+                       f"named client-SLUG.crt after it", f"SANs {info['san']}")
+                expect("TLS Web Client Authentication" in info["eku"] and info["p256"], f"{f}: extendedKeyUsage "
+                       f"clientAuth, EC P-256", f"EKU {info['eku']!r}")
+                expect(ident and info["cn"] == ident.rstrip("/").rsplit("/", 1)[-1], f"{f}: CN is the identity's "
+                       f"last path segment", f"CN {info['cn']}")
+                expect(f[:-4] + ".key" in files, f"{f}: its key {f[:-4]}.key is made")
+            facts["clients"] = clients
+            ids = {c["identity"] for c in clients.values()}
+            expect(default_id in ids, f"without identities, a client certificate for the default {default_id}",
+                   f"identities {sorted(i for i in ids if i)}")
+            for f in files:
+                if f.endswith(".key"):
+                    mode = os.stat(os.path.join(out, f)).st_mode & 0o777
+                    expect(mode == 0o600, f"{f} has mode 600 (got {mode:o})")
+                    _, txt, _ = run(["openssl", "pkey", "-in", os.path.join(out, f), "-noout", "-text"])
+                    expect("prime256v1" in txt, f"{f} is an EC P-256 key")
+            # Idempotent: a second run keeps everything; a new identity is issued by the same CA.
+            before = {f: open(os.path.join(out, f), "rb").read() for f in files}
+            extra = "spiffe://check.example/ns/x/sa/extra-id"
+            rc, so, se = run(["bash", script, out, extra], env=dict(os.environ))
+            after = {f: open(os.path.join(out, f), "rb").read() for f in files if os.path.exists(os.path.join(out, f))}
+            expect(rc == 0 and before == after, "a second run keeps the existing CA and certificates (idempotent)",
+                   f"exit {rc}; changed: {sorted(f for f in files if before.get(f) != after.get(f))} {se.strip()[-300:]}")
+            xf = "client-check.example-ns-x-sa-extra-id.crt"
+            rc2, so2, _ = run(["openssl", "verify", "-CAfile", os.path.join(out, "ca.crt"), os.path.join(out, xf)])
+            expect(rc == 0 and rc2 == 0, f"a later run with a new identity issues {xf} from the same CA", so2.strip())
+            rc, so, se = run(["bash", script, out, "not-a-uri"], env=dict(os.environ))
+            expect(rc != 0 and sorted(os.listdir(out)) == sorted(set(files) | {xf, xf[:-4] + ".key"}),
+                   "an identity that is no URI is refused before anything is written", f"exit {rc}")
+            rc, so, se = run(["bash", script, "--force", out], env=dict(os.environ))
+            new_ca = open(os.path.join(out, "ca.crt"), "rb").read() if os.path.exists(os.path.join(out, "ca.crt")) else b""
+            rc2, so2, _ = run(["openssl", "verify", "-CAfile", os.path.join(out, "ca.crt"),
+                               os.path.join(out, "server.crt")])
+            expect(rc == 0 and new_ca != before["ca.crt"] and rc2 == 0, "--force replaces the CA and re-issues the "
+                   "certificates from the new one", f"exit {rc} {se.strip()[-300:]}")
+
+    def pod_file_source(self, pod_spec, container, path):
+        """Where a file of a container comes from: {"kind": "secret"|"configMap", "name",
+        "key", "mount", "volume"} or None (no volume mounted there)."""
+        best = None
+        for vm in container.get("volumeMounts") or []:
+            mp = str(vm.get("mountPath", "")).rstrip("/")
+            if str(path).startswith(mp + "/") and (best is None or len(mp) > len(best[0])):
+                best = (mp, vm)
+        if not best or best[1].get("subPath"):
+            return None
+        rel = str(path)[len(best[0]) + 1:]
+        vol = next((v for v in pod_spec.get("volumes") or [] if v.get("name") == best[1].get("name")), None)
+        if vol is None:
+            return None
+        for kind, field in (("secret", "secretName"), ("configMap", "name")):
+            if kind in vol:
+                src = vol[kind] or {}
+                items = src.get("items")
+                key = next((i.get("key") for i in items if i.get("path") == rel), None) if items else \
+                    (rel if "/" not in rel else None)
+                return {"kind": kind, "name": src.get(field), "key": key, "mount": best[1], "volume": vol}
+        return {"kind": "other", "name": None, "key": None, "mount": best[1], "volume": vol}
+
+    def k8s_mtls_render(self):
+        if getattr(self, "_mtls_render", None) is None:
+            try:
+                self._mtls_render = render_kustomization(self.root, K8S_MTLS_DIR)
+            except Exception as e:  # noqa: BLE001
+                self._mtls_render = ([], None, [f"{type(e).__name__}: {e}"])
+        return self._mtls_render
+
+    def k8s_mtls_schema_objs(self):
+        """The overlay's built-in objects that the base does not have as they are
+        (the patched Deployment, the policy ConfigMap): validated with the base's."""
+        if not os.path.isdir(self.path(K8S_MTLS_DIR)):
+            return []
+        objs, kust, _ = self.k8s_mtls_render()
+        base = {canonical(o["object"]) for o in render_kustomization(self.root, K8S_DIR)[0]}
+        out = []
+        for o in objs:
+            if str(o["object"].get("apiVersion", "")).startswith("cert-manager.io/"):
+                continue
+            if canonical(o["object"]) not in base:
+                out.append({"file": f"{K8S_MTLS_DIR} (rendered) {o['file']}", "index": o["index"], "object": o["object"]})
+        self._mtls_schema_sent = True
+        return out
+
+    def check_kubectl_render(self, rel_dir, objs, S):
+        """The renderer above against the real kustomize (kubectl's), when installed."""
+        kubectl = shutil.which("kubectl")
+        if self.quiet:
+            return  # mutations: the renderer was cross-checked on the real files
+        if not kubectl:
+            print(f"  note [{S}] kubectl not installed: the rendering is not compared with `kubectl kustomize`")
+            return
+        key = []
+        for d in (K8S_DIR, rel_dir):
+            for f in sorted(os.listdir(self.path(d))):
+                if os.path.isfile(self.path(f"{d}/{f}")):
+                    key.append(f + open(self.path(f"{d}/{f}"), "rb").read().decode("utf-8", "replace"))
+        key = hashlib.sha256("\0".join(key).encode()).hexdigest()
+        if key not in Checker._kubectl_cache:
+            Checker._kubectl_cache[key] = run([kubectl, "kustomize", self.path(rel_dir)], env=dict(os.environ))
+        rc, out, err = Checker._kubectl_cache[key]
+        if not self.expect(rc == 0, S, f"`kubectl kustomize {rel_dir}` renders it", err.strip()[-400:]):
+            return
+        theirs = {(o.get("kind"), (o.get("metadata") or {}).get("name")): canonical(o)
+                  for o in yaml.safe_load_all(out) if o}
+        mine = {(o["object"].get("kind"), (o["object"].get("metadata") or {}).get("name")): canonical(o["object"])
+                for o in objs}
+        diff = sorted(f"{k}/{n}" for k, n in set(theirs) | set(mine) if theirs.get((k, n)) != mine.get((k, n)))
+        self.expect(not diff, S, f"this check renders {rel_dir} exactly as `kubectl kustomize` does "
+                    f"({len(mine)} objects)", f"differ: {diff}")
+
+    def check_k8s_mtls(self):
+        S = "k8s-mtls"
+        if not self.expect(os.path.isfile(self.path(K8S_MTLS_DIR + "/kustomization.yaml")), S,
+                           f"{K8S_MTLS_DIR}/kustomization.yaml exists"):
+            return
+        objs, kust, problems = self.k8s_mtls_render()
+        self.expect(not problems, S, f"{K8S_MTLS_DIR} renders (resources, generator, patches)", "; ".join(problems))
+        if kust is None:
+            return
+        self.expect(kust.get("apiVersion") == "kustomize.config.k8s.io/v1beta1" and kust.get("kind") == "Kustomization",
+                    S, "the overlay is a kustomize.config.k8s.io/v1beta1 Kustomization")
+        res = [str(r) for r in kust.get("resources") or []]
+        self.expect(sum(os.path.normpath(os.path.join(K8S_MTLS_DIR, r)) == K8S_DIR for r in res) == 1, S,
+                    f"the overlay builds on the base {K8S_DIR} (resources: {res})")
+        try:
+            base_kust = load_yaml_docs(self.path(KUSTOMIZATION))[0]
+        except (OSError, yaml.YAMLError, IndexError):
+            base_kust = {}
+        ns = base_kust.get("namespace")
+        self.expect(ns and kust.get("namespace") == ns, S, f"the overlay sets the namespace {ns} of the base "
+                    f"(its Certificates and ConfigMap land beside the Deployment)", f"got {kust.get('namespace')!r}")
+        base_refs = [str(r) for k in ("resources", "components") for r in base_kust.get(k) or []]
+        inc = [r for r in base_refs if os.path.normpath(os.path.join(K8S_DIR, r)).startswith(K8S_MTLS_DIR)]
+        self.expect(not inc, S, f"the base kustomization does not include the overlay {K8S_MTLS_DIR} (mTLS is optional)",
+                    f"base lists {inc}")
+        used = {os.path.normpath(r) for r in res}
+        used |= {os.path.normpath(str(p.get("path"))) for p in kust.get("patches") or [] if isinstance(p, dict) and p.get("path")}
+        for g in kust.get("configMapGenerator") or []:
+            used |= {os.path.normpath(str(f).split("=", 1)[-1]) for f in g.get("files") or []}
+        files = {f for f in os.listdir(self.path(K8S_MTLS_DIR)) if f != "kustomization.yaml"}
+        self.expect(files <= used, S, f"every file in {K8S_MTLS_DIR} is used by its kustomization",
+                    f"unused: {sorted(files - used)}")
+        self.check_kubectl_render(K8S_MTLS_DIR, objs, S)
+        if not getattr(self, "_mtls_schema_sent", False):  # the base check stopped early
+            self.check_k8s_schema(self.k8s_mtls_schema_objs())
+        objects = [o["object"] for o in objs]
+        for o in objects:
+            md = o.get("metadata") or {}
+            if o.get("kind") not in CLUSTER_SCOPED and o.get("kind") != "ClusterIssuer":
+                self.expect(md.get("namespace") == ns, S, f"{o.get('kind')}/{md.get('name')} is in namespace {ns}")
+        cm_objs = [o for o in objects if str(o.get("apiVersion", "")).startswith("cert-manager.io/")
+                   or o.get("kind") in ("Certificate", "Issuer", "ClusterIssuer")]
+        for o in cm_objs:
+            pr = cert_manager_problems(o)
+            self.expect(not pr, S, f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}: valid cert-manager.io/v1 "
+                        f"{o.get('kind')}", "; ".join(pr))
+        certs = [o for o in cm_objs if o.get("kind") == "Certificate" and isinstance(o.get("spec"), dict)]
+        issuers = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in cm_objs
+                   if o.get("kind") in ("Issuer", "ClusterIssuer")}
+        by_secret = {c["spec"].get("secretName"): c for c in certs if c["spec"].get("secretName")}
+
+        def cname(c):
+            return f"Certificate/{(c.get('metadata') or {}).get('name')}"
+
+        def issuer_of(c):
+            ref = c["spec"].get("issuerRef") or {}
+            return issuers.get((ref.get("kind", "Issuer"), ref.get("name")))
+
+        def ca_secret_of(c):
+            """The Secret of the CA that signs c (c's own for a self-signed certificate)."""
+            iss = issuer_of(c)
+            spec = (iss or {}).get("spec") or {}
+            if "ca" in spec:
+                return (spec.get("ca") or {}).get("secretName")
+            if "selfSigned" in spec:
+                return c["spec"].get("secretName")
+            return None
+
+        def usages(c):
+            return set(c["spec"].get("usages") or [])
+
+        for c in certs:
+            ref = c["spec"].get("issuerRef") or {}
+            self.expect(issuer_of(c) is not None, S, f"{cname(c)}: issuerRef {ref.get('kind', 'Issuer')}/{ref.get('name')} "
+                        f"is an issuer of the overlay")
+            if c["spec"].get("isCA") is not True:
+                iss = issuer_of(c) or {}
+                self.expect("ca" in (iss.get("spec") or {}), S, f"{cname(c)}: issued by a CA Issuer (one CA signs the "
+                            f"server and the clients; a self-signed leaf would not verify)")
+        cas = [c for c in certs if c["spec"].get("isCA") is True]
+        self.expect(cas, S, "a CA Certificate (isCA: true) bootstraps the namespace's CA")
+        for (kind, name), iss in issuers.items():
+            sec = ((iss.get("spec") or {}).get("ca") or {}).get("secretName")
+            if "ca" in (iss.get("spec") or {}):
+                self.expect(sec in by_secret and by_secret[sec]["spec"].get("isCA") is True, S,
+                            f"CA {kind} {name}: secretName {sec} is an isCA Certificate's secret")
+
+        # The project's rules over the rendered objects, probes recorded for below.
+        probes = []
+        tls_ctx = {"probe": lambda c, probe, p, g, env: probes.append((c, probe, p, g))}
+        ctx = self.k8s_rules(objects, ns, {}, S, mtls=tls_ctx)
+        d, c = ctx.get("deployment"), ctx.get("container")
+        if d is None or c is None:
+            return
+        dn, cn = f"Deployment/{d['metadata']['name']}", f"Deployment/{d['metadata']['name']}/{c.get('name')}"
+        pod = d["spec"]["template"]["spec"]
+        env = ctx.get("env") or {}
+        for v in TLS_FILE_ENVS:
+            self.expect(env.get(v), S, f"{cn}: sets {v} (mutual TLS with a policy)")
+        dep = tls_dependency_problems(env)
+        self.expect(not dep, S, f"{cn}: the TLS/authz settings are complete (turnstiled's start-up rules)", "; ".join(dep))
+
+        def src(path):
+            return self.pod_file_source(pod, c, path) if path else None
+
+        def secret_file(what, path, key):
+            """path is file `key` of a mounted Certificate's Secret: that Certificate, or None."""
+            s = src(path)
+            cert = by_secret.get(s["name"]) if s and s["kind"] == "secret" else None
+            self.expect(cert is not None and s["key"] == key, S, f"{cn}: {what}={path} is {key} of a mounted "
+                        f"Certificate's Secret", f"resolves to {s and {k: s[k] for k in ('kind', 'name', 'key')}}")
+            return cert if cert is not None and s["key"] == key else None
+
+        def ca_file(what, path):
+            """path is a CA certificate (ca.crt of a leaf, or tls.crt of the CA): the CA's Secret, or None."""
+            s = src(path)
+            cert = by_secret.get(s["name"]) if s and s["kind"] == "secret" else None
+            ca = None
+            if cert is not None and s["key"] == "ca.crt":
+                ca = ca_secret_of(cert)
+            elif cert is not None and s["key"] == "tls.crt" and cert["spec"].get("isCA") is True:
+                ca = cert["spec"].get("secretName")
+            self.expect(ca is not None, S, f"{cn}: {what}={path} is the CA certificate (ca.crt) of a mounted "
+                        f"Certificate's Secret", f"resolves to {s and {k: s[k] for k in ('kind', 'name', 'key')}}")
+            return ca
+
+        server = secret_file("TURNSTILE_TLS_CERT_FILE", env.get("TURNSTILE_TLS_CERT_FILE"), "tls.crt")
+        skey = secret_file("TURNSTILE_TLS_KEY_FILE", env.get("TURNSTILE_TLS_KEY_FILE"), "tls.key")
+        self.expect(server is not None and server is skey, S, f"{cn}: the TLS certificate and key are the same "
+                    f"Certificate's tls.crt and tls.key")
+        client_ca = ca_file("TURNSTILE_TLS_CLIENT_CA_FILE", env.get("TURNSTILE_TLS_CLIENT_CA_FILE"))
+        services = [s for s in ctx["services"] if service_selector_matches(s["spec"].get("selector") or {},
+                                                                           ctx["pod_labels"](d))]
+        if server is not None:
+            self.expect("server auth" in usages(server), S, f"{cname(server)}: usages include server auth",
+                        f"usages {sorted(usages(server))}")
+            names = set(server["spec"].get("dnsNames") or [])
+            want = {f"{s['metadata']['name']}{suf}" for s in services
+                    for suf in ("", f".{ns}", f".{ns}.svc", f".{ns}.svc.cluster.local")}
+            self.expect(want and want <= names, S, f"{cname(server)}: dnsNames cover every Service of the replicas "
+                        f"({sorted(s['metadata']['name'] for s in services)}) in every short form",
+                        f"missing {sorted(want - names)}")
+        clients = [x for x in certs if "client auth" in usages(x)]
+        for x in clients:
+            self.expect(client_ca is not None and ca_secret_of(x) == client_ca, S,
+                        f"{cname(x)}: a client certificate of the CA the replicas trust ({client_ca})",
+                        f"signed by {ca_secret_of(x)}")
+        # Mounted Secrets: made by Certificates, read-only, readable by turnstiled only.
+        psc, csc = pod.get("securityContext") or {}, c.get("securityContext") or {}
+        group = csc.get("runAsGroup", psc.get("runAsGroup"))
+        mounted = {vm.get("name"): vm for vm in c.get("volumeMounts") or []}
+        secret_vols = [v for v in pod.get("volumes") or [] if "secret" in v]
+        for v in secret_vols:
+            sn = (v.get("secret") or {}).get("secretName")
+            self.expect(sn in by_secret, S, f"{dn}: mounted Secret {sn} is the secret of a Certificate of the overlay",
+                        f"Certificate secrets {sorted(by_secret)}")
+            mode = (v.get("secret") or {}).get("defaultMode")
+            self.expect(isinstance(mode, int) and mode & 0o007 == 0, S, f"{dn}: Secret volume {v.get('name')}: key "
+                        f"files not world-readable (defaultMode {oct(mode) if isinstance(mode, int) else 'unset = 0644'})")
+            self.expect(isinstance(mode, int) and mode & 0o040 and psc.get("fsGroup") is not None and
+                        psc.get("fsGroup") == group, S, f"{dn}: pod fsGroup {psc.get('fsGroup')} is turnstiled's group "
+                        f"{group}, so it reads the group-readable Secret files of {v.get('name')}")
+        for v in secret_vols + [v for v in pod.get("volumes") or [] if "configMap" in v]:
+            vm = mounted.get(v.get("name"))
+            if vm is not None:
+                self.expect(vm.get("readOnly") is True, S, f"{cn}: {vm.get('mountPath')} ({v.get('name')}) is mounted read-only")
+        # The policy: a ConfigMap key, valid, kept under its name, granting the example client.
+        ap = env.get("TURNSTILE_AUTHZ_FILE")
+        s = src(ap)
+        cms = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ConfigMap"}
+        cm = cms.get(s["name"]) if s and s["kind"] == "configMap" else None
+        text = ((cm or {}).get("data") or {}).get(s["key"]) if cm and s["key"] else None
+        rules = None
+        if self.expect(text is not None, S, f"{cn}: TURNSTILE_AUTHZ_FILE={ap} is a key of a mounted ConfigMap of the overlay",
+                       f"resolves to {s and {k: s[k] for k in ('kind', 'name', 'key')}}"):
+            rules, pr = parse_policy(text)
+            self.expect(not pr, S, f"ConfigMap/{s['name']} {s['key']}: a valid authorization policy "
+                        f"({len(rules or [])} rules; fields and actions of protos/turnstile/v1/authz.proto)", "; ".join(pr))
+        for g in kust.get("configMapGenerator") or []:
+            opts = dict(kust.get("generatorOptions") or {})
+            opts.update(g.get("options") or {})
+            self.expect(opts.get("disableNameSuffixHash") is True, S, f"generated ConfigMap {g.get('name')} keeps its name "
+                        f"(disableNameSuffixHash): a policy edit is reloaded in place instead of rolling the pods")
+        mounted_secrets = {(v.get("secret") or {}).get("secretName") for v in secret_vols}
+        examples = [x for x in clients if x["spec"].get("uris") and x["spec"].get("secretName") not in mounted_secrets]
+        self.expect(examples, S, "an example client Certificate with a URI SAN (SPIFFE ID) that the replicas do not use "
+                    "themselves")
+        for x in examples:
+            ident = x["spec"]["uris"][0]
+            granted = bool(rules) and any(policy_allows(rules, ident, a, p + "x") for r in rules
+                                          for a in r["actions"] for p in r["locks"])
+            self.expect(granted, S, f"the policy grants the example client {ident} something ({cname(x)})")
+        # Probes: exec `turnstile ... health` with the health-check client certificate.
+        live = self.liveness_service()
+        for (pc, probe, p, g) in probes:
+            handlers = [h for h in ("exec", "grpc", "httpGet", "tcpSocket") if h in p]
+            if not self.expect(handlers == ["exec"], S, f"{cn}: {probe} is an exec probe running turnstile (the "
+                               f"kubelet's gRPC probe has no client certificate)", f"handlers {handlers}"):
+                continue
+            argv = [str(x) for x in (p.get("exec") or {}).get("command") or []]
+            self.check_health_cmd(S, f"{cn}: {probe}", argv, g, self.image.get("installed_bins"))
+            flags, rest = cli_global_flags(argv)
+            have = all(flags.get(f) for f in TLS_CLI_FLAGS)
+            self.expect(have, S, f"{cn}: {probe} presents the health-check client certificate (--tls-ca-file, "
+                        f"--tls-cert-file, --tls-key-file; else the CLI takes the server's TURNSTILE_TLS_* files)",
+                        f"flags {sorted(flags)}")
+            if have:
+                ca = ca_file(f"{probe} --tls-ca-file", flags["tls-ca-file"])
+                self.expect(server is not None and ca == ca_secret_of(server), S,
+                            f"{cn}: {probe} --tls-ca-file is the CA of the server certificate")
+                pcert = secret_file(f"{probe} --tls-cert-file", flags["tls-cert-file"], "tls.crt")
+                pkey = secret_file(f"{probe} --tls-key-file", flags["tls-key-file"], "tls.key")
+                self.expect(pcert is not None and pcert is pkey and "client auth" in usages(pcert) and
+                            ca_secret_of(pcert) == client_ca, S, f"{cn}: {probe} presents a client-auth Certificate of "
+                            f"the CA the replicas trust, with its own key")
+            host = (split_hostport(flags.get("server") or "") or ("", 0))[0]
+            if server is not None:
+                self.expect(host in (server["spec"].get("ipAddresses") or []) + (server["spec"].get("dnsNames") or []),
+                            S, f"{cn}: {probe} --server {host} is a name of the server certificate")
+            rt = parse_duration_ms(flags.get("rpc-timeout", self.facts["cli_flags"].get("rpc-timeout", {}).get("default", "")))
+            to = p.get("timeoutSeconds", 1)
+            self.expect(rt is not None and rt < to * 1000, S, f"{cn}: {probe} --rpc-timeout {flags.get('rpc-timeout')} "
+                        f"is below its timeoutSeconds {to}")
+            svc = rest[1:]
+            if probe == "readinessProbe":
+                self.expect(svc in ([], [""]), S, f"{cn}: readinessProbe asks for the overall health (service \"\")",
+                            f"got {svc}")
+            else:
+                self.expect(live is not None and svc == [live], S, f"{cn}: livenessProbe asks the service turnstiled "
+                            f"keeps SERVING while it runs (kLivenessService {live!r})", f"got {svc}")
+
+    def check_compose_mtls(self):
+        S = "compose-mtls"
+        p = self.path(COMPOSE_MTLS)
+        if not self.expect(os.path.isfile(p), S, f"{COMPOSE_MTLS} exists"):
+            return
+        text = open(p, encoding="utf-8").read()
+        try:
+            docs = load_yaml_docs(p)
+            base = load_yaml_docs(self.path(COMPOSE_FILE))[0]
+        except (yaml.YAMLError, OSError, IndexError) as e:
+            self.fail(S, f"{COMPOSE_MTLS} and {COMPOSE_FILE} parse: {e}")
+            return
+        if not self.expect(len(docs) == 1 and isinstance(docs[0], dict), S, f"{COMPOSE_MTLS} parses (strict YAML, one mapping)"):
+            return
+        ov = docs[0]
+        bad = [k for k in ov if k not in ("services", "volumes") and not str(k).startswith("x-")]
+        self.expect(not bad, S, f"{COMPOSE_MTLS}: only services, volumes and x- keys", f"unknown: {bad}")
+        self.expect(f"make-dev-ca.sh {DEV_PKI_DIR}" in text and f"-f {COMPOSE_FILE} -f {COMPOSE_MTLS}" in text, S,
+                    f"{COMPOSE_MTLS} says how to use it (make-dev-ca.sh {DEV_PKI_DIR}, docker compose -f ... -f ...)")
+        merged = merge_compose(base, ov)
+        facts = self.check_compose(merged, S, generated={DEV_PKI_DIR})
+        if not facts:
+            return
+        services, ts, envmap, mounts = facts["services"], facts["ts"], facts["envmap"], facts["mounts"]
+        self.expect(set(ts) <= set((ov.get("services") or {})), S, f"the override configures every replica {sorted(ts)}")
+        pki = getattr(self, "pki", {}) or {}
+        made = pki.get("files") or set()
+        sans = pki.get("server_sans") or set()
+        self.expect(sans and {f"DNS:{n}" for n in ts} <= sans, S, f"make-dev-ca.sh's server.crt names every replica "
+                    f"service {sorted(ts)} (clients on the compose network dial them)", f"SANs {sorted(sans)}")
+
+        def source(s, path):
+            """("repo", relpath) for a bind mount; ("pki", name, filler) for a file that a
+            one-shot service copies from make-dev-ca.sh's output into a volume; else None."""
+            best = None
+            for m in mounts(s):
+                t = str(m["target"]).rstrip("/")
+                if str(path).startswith(t + "/") and (best is None or len(t) > len(best[0])):
+                    best = (t, m)
+            if not best:
+                return None
+            rel = str(path)[len(best[0]) + 1:]
+            m = best[1]
+            if m["type"] == "bind":
+                return ("repo", os.path.normpath(os.path.join(m["source"], rel)))
+            for fn, fs in services.items():
+                if any(x["type"] == "volume" and x["source"] == m["source"] and not x.get("read_only") for x in mounts(fs)):
+                    cmd = fs.get("command")
+                    cmd = "\n".join(cmd) if isinstance(cmd, list) else str(cmd or "")
+                    binds = [x for x in mounts(fs) if x["type"] == "bind"]
+                    copied = set(re.findall(r"(?<![\w./-])([\w.-]+\.(?:crt|key|pem))\b", cmd))
+                    from_pki = len(binds) == 1 and os.path.normpath(binds[0]["source"]) == DEV_PKI_DIR
+                    if rel in copied and from_pki:
+                        return ("pki", rel, fn)
+                    return ("volume-other", rel, fn)
+            return None
+
+        fillers = set()
+        for n, s in ts.items():
+            env = envmap(s)
+            for v in TLS_FILE_ENVS:
+                self.expect(env.get(v), S, f"{n}: sets {v} (mutual TLS with a policy)")
+            dep = tls_dependency_problems(env)
+            self.expect(not dep, S, f"{n}: the TLS/authz settings are complete (turnstiled's start-up rules)", "; ".join(dep))
+            for v, want in (("TURNSTILE_TLS_CERT_FILE", "server.crt"), ("TURNSTILE_TLS_KEY_FILE", "server.key"),
+                            ("TURNSTILE_TLS_CLIENT_CA_FILE", "ca.crt")):
+                got = source(s, env.get(v, ""))
+                self.expect(got and got[0] == "pki" and got[1] == want and want in made, S,
+                            f"{n}: {v}={env.get(v)} is make-dev-ca.sh's {want}, copied into a volume mounted there",
+                            f"resolves to {got}")
+                if got and got[0] in ("pki", "volume-other"):
+                    fillers.add(got[2])
+            got = source(s, env.get("TURNSTILE_AUTHZ_FILE", ""))
+            ok = got and got[0] == "repo" and os.path.isfile(self.path(got[1]))
+            if self.expect(ok, S, f"{n}: TURNSTILE_AUTHZ_FILE={env.get('TURNSTILE_AUTHZ_FILE')} is a policy file of the "
+                           f"repository mounted there", f"resolves to {got}"):
+                rules, pr = parse_policy(open(self.path(got[1]), encoding="utf-8").read())
+                self.expect(not pr, S, f"{got[1]}: a valid authorization policy ({len(rules or [])} rules; fields and "
+                            f"actions of protos/turnstile/v1/authz.proto)", "; ".join(pr))
+                did = pki.get("default_identity")
+                self.expect(rules and did and policy_allows(rules, did, "acquire", "demo"), S,
+                            f"{got[1]} lets make-dev-ca.sh's default client {did} acquire lock demo (the README's demo)")
+                self.expect(any(m["type"] == "bind" and str(m["target"]).rstrip("/") ==
+                                os.path.dirname(env["TURNSTILE_AUTHZ_FILE"]) for m in mounts(s)), S,
+                            f"{n}: the policy's directory is mounted (a single-file mount would not see an edited file)")
+            for m in mounts(s):
+                if m["type"] == "volume":
+                    self.expect(m.get("read_only"), S, f"{n}: volume {m['source']} is mounted read-only")
+            deps = _deps_dict(s.get("depends_on"))
+            for f in sorted(fillers):
+                self.expect((deps.get(f) or {}).get("condition") == "service_completed_successfully", S,
+                            f"{n}: starts after {f} has filled the certificate volume (service_completed_successfully)")
+            hc = (s.get("healthcheck") or {}).get("test") or []
+            flags, _ = cli_global_flags(list(hc[1:]) if hc and hc[0] == "CMD" else [])
+            have = all(flags.get(f) for f in TLS_CLI_FLAGS)
+            if self.expect(have, S, f"{n}: healthcheck presents a client certificate (--tls-ca-file, --tls-cert-file, "
+                           f"--tls-key-file; else the CLI takes the server's TURNSTILE_TLS_* files)", f"flags {sorted(flags)}"):
+                ca, crt, key = (source(s, flags[f]) for f in TLS_CLI_FLAGS)
+                self.expect(ca and ca[0] == "pki" and ca[1] == "ca.crt", S, f"{n}: healthcheck --tls-ca-file is the CA",
+                            f"resolves to {ca}")
+                cl = (pki.get("clients") or {}).get(crt[1]) if crt and crt[0] == "pki" else None
+                self.expect(cl is not None and key and key[0] == "pki" and key[1] == cl["key"], S,
+                            f"{n}: healthcheck --tls-cert-file/--tls-key-file are a client certificate of make-dev-ca.sh "
+                            f"and its key, copied into the volume", f"resolve to {crt}, {key}")
+            host = (split_hostport(flags.get("server") or "") or ("", 0))[0]
+            self.expect(f"IP:{host}" in sans or f"DNS:{host}" in sans, S,
+                        f"{n}: healthcheck --server {host} is a name of server.crt")
+        uid = self.image.get("uid")
+        for f in sorted(fillers):
+            fs = services[f]
+            binds = [x for x in mounts(fs) if x["type"] == "bind"]
+            self.expect(len(binds) == 1 and os.path.normpath(binds[0]["source"]) == DEV_PKI_DIR and binds[0].get("read_only"),
+                        S, f"{f}: copies from {DEV_PKI_DIR} (make-dev-ca.sh's output) mounted read-only")
+            cmd = fs.get("command")
+            cmd = "\n".join(cmd) if isinstance(cmd, list) else str(cmd or "")
+            self.expect(not re.search(r"(?<![\w.-])ca\.key\b|\*\.key|\bcp\s+-r", cmd), S,
+                        f"{f}: never copies the CA key (ca.key) into a container volume")
+            tag = str(fs.get("image", "")).rpartition(":")[2] if ":" in str(fs.get("image", "")) else ""
+            self.expect(tag and tag != "latest", S, f"{f}: image pinned ({fs.get('image')})")
+            self.expect(fs.get("network_mode") == "none", S, f"{f}: no network (it only copies files)")
+            lines = [ln for ln in cmd.splitlines() if re.search(r"\binstall\b", ln)]
+            ok = bool(lines)
+            for ln in lines:
+                o, m = re.search(r"-o\s+(\S+)", ln), re.search(r"-m\s+([0-7]+)", ln)
+                ok = ok and o is not None and o.group(1) == str(uid) and m is not None
+                if ".key" in ln:
+                    ok = ok and m is not None and int(m.group(1), 8) & 0o077 == 0
+            self.expect(ok, S, f"{f}: installs the files owned by uid {uid} (the image's USER), keys with no group or "
+                        f"other access", f"install lines {lines}")
+
     def run_all(self):
         for title, section, fn in (("Dockerfile", "dockerfile", self.check_dockerfile),
                                    ("docker-compose.yml", "compose", self.check_compose),
                                    ("deploy/k8s", "k8s", self.check_k8s),
+                                   (MAKE_DEV_CA, "pki", self.check_pki),
+                                   (COMPOSE_MTLS + " (over docker-compose.yml)", "compose-mtls", self.check_compose_mtls),
+                                   (K8S_MTLS_DIR, "k8s-mtls", self.check_k8s_mtls),
                                    ("README", "readme", self.check_readme)):
             if not self.quiet:
                 print(f"== {title}")

@@ -20,16 +20,23 @@
 #     schema does not know; project rules (selectors, probes, grace period vs
 #     drain timeout, env == turnstiled flags, anti-affinity, PDBs, ZooKeeper
 #     StatefulSet, kustomization lists every manifest, scrape annotations).
+#   - mutual TLS + authorization (all optional modes): deploy/local/make-dev-ca.sh
+#     run in a temp dir and its certificates checked with openssl;
+#     deploy/compose/mtls.override.yml merged over docker-compose.yml and
+#     checked like it plus the TLS cross-references; deploy/k8s-mtls rendered
+#     like kustomize (compared with `kubectl kustomize` if installed), checked
+#     like deploy/k8s plus cert-manager objects and TLS cross-references; the
+#     authorization policies against protos/turnstile/v1/authz.proto.
 #   - README: the deployment sections name real services, ports and files.
 # Then tests/check_deploy_mutations.py breaks a scratch copy of the files in
-# ~100 ways and requires each break to be caught by the rule it targets.
+# ~165 ways and requires each break to be caught by the rule it targets.
 #
 # Usage: bash tests/check_deploy.sh TURNSTILED TURNSTILE WORK_DIR
 #   WORK_DIR (under build/) holds the npm install of kubernetes-models; it is
 #   installed once, later runs need no network.
 #   DEPLOY_CHECK_ROOT=DIR checks a copy of the repository instead of this one.
 # Needs: python3 + PyYAML (Debian python3-yaml), objdump (binutils), dpkg,
-# node + npm (installed from Debian if missing).
+# openssl, node + npm (installed from Debian if missing); kubectl optional.
 set -euo pipefail
 if [ $# -ne 3 ]; then
   echo "usage: $0 TURNSTILED TURNSTILE WORK_DIR" >&2
@@ -51,7 +58,7 @@ if ! "$py" -c 'import yaml' 2>/dev/null; then
   echo "FAIL: $py has no PyYAML (install the Debian package python3-yaml)" >&2
   exit 1
 fi
-for tool in objdump dpkg ldd; do
+for tool in objdump dpkg ldd openssl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool not found" >&2; exit 1; }
 done
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

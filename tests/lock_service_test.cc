@@ -368,6 +368,9 @@ TEST_F(LockServiceTest, DescribeListsHoldersAndWaitersInOrder) {
     ASSERT_EQ(d.holders_size(), 1);
     ASSERT_EQ(d.waiters_size(), 2);
     EXPECT_EQ(d.holders(0).owner(), "alice");
+    // The verified identity: the suite's certificate in mTLS mode, none
+    // over plaintext.
+    EXPECT_EQ(d.holders(0).identity(), MtlsMode() ? kMtlsSuiteIdentity : "");
     EXPECT_EQ(d.holders(0).metadata().at("job"), "42");
     EXPECT_EQ(d.holders(0).fencing_token(), acq->acquired().fencing_token());
     EXPECT_EQ(d.holders(0).replica_id(), r1_->config().replica_id);
@@ -487,7 +490,7 @@ TEST_F(LockServiceTest, FencingTokensIncreaseAcrossARecreatedLockNode) {
 // Server reflection answers (what grpcurl uses): a raw
 // grpc.reflection.v1alpha ServerReflectionInfo list_services call.
 TEST_F(LockServiceTest, ReflectionListsTheLockService) {
-  auto channel = grpc::CreateChannel(r1_->address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(r1_->address(), TestChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -17,7 +18,9 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/lock_name.h"
 #include "server/ordering.h"
+#include "tests/test_pki.h"
 #include "tests/wait.h"
+#include "client/lib/tls.h"
 
 namespace turnstile::testing {
 
@@ -26,8 +29,61 @@ std::string UniqueRoot(const std::string& tag) {
   return absl::StrCat("/t", getpid(), "-", tag, "-", n.fetch_add(1));
 }
 
+namespace {
+
+struct MtlsSuite {
+  TestPki pki;
+  TestPki::Files suite;
+  std::string policy;
+  MtlsSuite() {
+    CertSpec spec;
+    spec.cn = "suite";
+    spec.san = absl::StrCat("URI:", kMtlsSuiteIdentity, ",DNS:localhost,IP:127.0.0.1");
+    suite = pki.Issue("suite", spec);
+    policy = pki.dir() + "/policy.json";
+    std::ofstream(policy) << "{\"rules\": [{\"identities\": [\"*\"], \"locks\": [\"\"], "
+                             "\"admin\": true, \"description\": \"test suite: permissive\"}]}\n";
+    // Children (turnstiled, the CLI, Python and C++ clients) inherit these.
+    setenv("TURNSTILE_TLS_CA_FILE", pki.ca_file().c_str(), 1);
+    setenv("TURNSTILE_TLS_CERT_FILE", suite.cert.c_str(), 1);
+    setenv("TURNSTILE_TLS_KEY_FILE", suite.key.c_str(), 1);
+    setenv("TURNSTILE_TLS_CLIENT_CA_FILE", pki.ca_file().c_str(), 1);
+    setenv("TURNSTILE_AUTHZ_FILE", policy.c_str(), 1);
+  }
+};
+
+MtlsSuite* Mtls() {
+  static MtlsSuite* suite = [] {
+    const char* v = std::getenv("TURNSTILE_TEST_MTLS");
+    return v != nullptr && std::string(v) == "1" ? new MtlsSuite() : nullptr;
+  }();
+  return suite;
+}
+
+// Before main: the variables are set before any test spawns a child.
+const bool kMtlsDecided = (Mtls(), true);
+
+}  // namespace
+
+bool MtlsMode() { return Mtls() != nullptr; }
+
+std::shared_ptr<grpc::ChannelCredentials> TestChannelCredentials() {
+  auto creds = client::MakeChannelCredentials(client::TlsFiles::FromEnv());
+  if (!creds.ok()) {
+    ADD_FAILURE() << creds.status();
+    return grpc::InsecureChannelCredentials();
+  }
+  return *creds;
+}
+
 ReplicaConfig TestConfig(const std::string& zk, const std::string& root) {
   ReplicaConfig c;
+  if (MtlsSuite* m = Mtls()) {
+    c.tls_cert_file = m->suite.cert;
+    c.tls_key_file = m->suite.key;
+    c.tls_client_ca_file = m->pki.ca_file();
+    c.authz_file = m->policy;
+  }
   c.listen = "127.0.0.1:0";
   c.zk = zk;
   c.zk_root = root;
@@ -53,7 +109,7 @@ std::unique_ptr<Replica> StartReplica(const ReplicaConfig& config,
 
 std::unique_ptr<v1::LockService::Stub> NewStub(const std::string& address) {
   return v1::LockService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address, TestChannelCredentials()));
 }
 
 v1::AcquireOpen OpenMsg(const std::string& name, milliseconds wait_timeout,
@@ -269,7 +325,7 @@ std::string SessionHex(int64_t id) {
 
 bool IsServing(const std::string& address) {
   auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address, TestChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::health::v1::HealthCheckRequest req;  // service "": the whole server

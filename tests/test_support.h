@@ -39,6 +39,20 @@ std::unique_ptr<Replica> StartReplica(const ReplicaConfig& config,
 
 std::unique_ptr<v1::LockService::Stub> NewStub(const std::string& address);
 
+// Mutual-TLS mode of the integration suite (issue 13): with
+// TURNSTILE_TEST_MTLS=1 (the *_mtls ctest entries) every replica a test
+// starts requires client certificates and enforces a permissive policy
+// (anyone may do anything), and every client presents a certificate:
+// TestConfig, NewStub, IsServing and the TURNSTILE_TLS_* / TURNSTILE_AUTHZ_FILE
+// variables (set for this process, so spawned turnstiled, CLI, Python and
+// C++ clients inherit them) all use one per-run PKI. The suite then proves
+// that nothing depends on plaintext. Decided once, at start-up.
+bool MtlsMode();
+// The identity of the suite's certificate in mTLS mode.
+inline constexpr char kMtlsSuiteIdentity[] = "spiffe://turnstile.test/suite";
+// Channel credentials for the current mode (plaintext or mutual TLS).
+std::shared_ptr<grpc::ChannelCredentials> TestChannelCredentials();
+
 v1::AcquireOpen OpenMsg(const std::string& name, milliseconds wait_timeout,
                         const std::string& owner = "", milliseconds ttl = milliseconds(0));
 

@@ -35,6 +35,7 @@
 //   Non-last reentrant handles: Release only counts down (OK, no server call)
 //   and that handle's on_change gets kReleased.
 #include "client/lib/client.h"
+#include "client/lib/tls.h"
 
 #include <algorithm>
 #include <atomic>
@@ -860,27 +861,16 @@ class Client::Impl {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("target: empty");
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (!options.tls_ca_file.empty()) {
-    std::ifstream in(options.tls_ca_file, std::ios::binary);
-    if (!in) {
-      return absl::InvalidArgumentError("tls_ca_file: cannot read " + options.tls_ca_file);
-    }
-    std::stringstream pem;
-    pem << in.rdbuf();
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = pem.str();
-    if (ssl.pem_root_certs.empty()) {
-      return absl::InvalidArgumentError("tls_ca_file: " + options.tls_ca_file + " is empty");
-    }
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
+  TlsFiles tls{options.tls_ca_file, options.tls_cert_file, options.tls_key_file};
+  if (tls.empty()) tls = TlsFiles::FromEnv();
+  auto creds = MakeChannelCredentials(tls);
+  if (!creds.ok()) return creds.status();
+  grpc::ChannelArguments args;
+  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->stub = std::shared_ptr<v1::LockService::Stub>(
-      v1::LockService::NewStub(grpc::CreateChannel(options.target, creds)));
+      v1::LockService::NewStub(grpc::CreateCustomChannel(options.target, *creds, args)));
   impl->keepaliver = std::make_shared<KeepAliver>(impl->stub);
   impl->registry = std::make_shared<Registry>();
   return std::unique_ptr<Client>(new Client(std::move(impl)));

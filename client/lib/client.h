@@ -51,6 +51,19 @@ struct ClientOptions {
   std::string target = "127.0.0.1:7400";
   // PEM file with CA certificates: set = TLS, empty = plaintext.
   std::string tls_ca_file;
+  // PEM client certificate and key (both or neither; needs tls_ca_file):
+  // mutual TLS, for replicas run with --tls-client-ca-file. The server
+  // knows the caller by this certificate, not by owner.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // The name the server's certificate must carry, when it is not the
+  // target's host (e.g. a target listing several addresses,
+  // "ipv4:10.0.0.1:7400,10.0.0.2:7400", served with a certificate for
+  // "turnstile"). Empty: the target's host.
+  std::string tls_server_name;
+  // When tls_ca_file, tls_cert_file and tls_key_file are all empty, they
+  // are read from TURNSTILE_TLS_CA_FILE, TURNSTILE_TLS_CERT_FILE and
+  // TURNSTILE_TLS_KEY_FILE (unset: plaintext), like the CLI's flags.
   // Owner recorded on every Acquire unless AcquireOptions.owner is set.
   std::string default_owner;
   // An Acquire whose wait ends UNAVAILABLE (replica draining, without

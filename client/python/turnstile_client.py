@@ -402,6 +402,35 @@ class LeaseStatus:
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
+def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                    key_file: Optional[str] = None) -> Optional[grpc.ChannelCredentials]:
+    """Channel credentials from PEM files: None (plaintext) when no file is
+    given. ca_file: the CAs the server's certificate must chain to (TLS).
+    cert_file + key_file: a client certificate (mutual TLS, for replicas run
+    with --tls-client-ca-file; the server knows the caller by it, not by
+    owner). With all three None, the TURNSTILE_TLS_CA_FILE,
+    TURNSTILE_TLS_CERT_FILE and TURNSTILE_TLS_KEY_FILE variables are used."""
+    if ca_file is None and cert_file is None and key_file is None:
+        ca_file = os.environ.get("TURNSTILE_TLS_CA_FILE") or None
+        cert_file = os.environ.get("TURNSTILE_TLS_CERT_FILE") or None
+        key_file = os.environ.get("TURNSTILE_TLS_KEY_FILE") or None
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("tls_cert_file and tls_key_file go together")
+    if ca_file is None:
+        if cert_file is not None:
+            raise ValueError("tls_cert_file needs tls_ca_file (a client certificate is only "
+                             "sent over TLS)")
+        return None
+
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca_file),
+        private_key=read(key_file) if key_file else None,
+        certificate_chain=read(cert_file) if cert_file else None)
+
+
 class Client:
     """A connection to one turnstile replica.
 
@@ -409,6 +438,10 @@ class Client:
     (several replicas). stubs_dir: see load_stubs(). credentials: optional
     grpc.ChannelCredentials (TLS); insecure otherwise. timeout: deadline in
     seconds for the unary calls (Describe, List, Release, KeepAlive).
+    tls_ca_file / tls_cert_file / tls_key_file: PEM files (see
+    tls_credentials()); used when credentials is None. With none of them
+    given, TURNSTILE_TLS_CA_FILE, TURNSTILE_TLS_CERT_FILE and
+    TURNSTILE_TLS_KEY_FILE are read (unset: plaintext), like the CLI.
     retry_unavailable: an acquire whose wait ends UNAVAILABLE (its replica
     drains, loses ZooKeeper or cannot be reached; or CANCELLED by a replica
     shutting down) is opened again with backoff
@@ -419,11 +452,15 @@ class Client:
 
     def __init__(self, target: str, stubs_dir: Optional[str] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 timeout: float = 10.0, options=None, retry_unavailable: bool = True):
+                 timeout: float = 10.0, options=None, retry_unavailable: bool = True,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None):
         self._pb2, pb2_grpc = load_stubs(stubs_dir)
         self.target = target
         self.timeout = timeout
         self.retry_unavailable = retry_unavailable
+        if credentials is None:
+            credentials = tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
         if credentials is not None:
             self._channel = grpc.secure_channel(target, credentials, options=options)
         else:

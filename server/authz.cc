@@ -1,0 +1,372 @@
+#include "server/authz.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/security/auth_context.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/json_quote.h"
+#include "turnstile/v1/authz.pb.h"
+
+namespace turnstile {
+
+namespace {
+
+constexpr const char* kActionNames[kAuthzActionCount] = {"acquire", "describe", "list",
+                                                         "release", "revoke", "keepalive"};
+constexpr uint32_t kAllActions = (1u << kAuthzActionCount) - 1;
+
+// Specificity of an identity pattern against an identity it matches:
+// exact beats every glob; between globs, more literal characters win.
+int IdentitySpecificity(absl::string_view pattern) {
+  if (pattern.find('*') == absl::string_view::npos) return INT_MAX;
+  return static_cast<int>(pattern.size() - std::count(pattern.begin(), pattern.end(), '*'));
+}
+
+}  // namespace
+
+const char* AuthzActionName(AuthzAction a) { return kActionNames[static_cast<int>(a)]; }
+
+bool IdentityMatches(absl::string_view pattern, absl::string_view s) {
+  // Iterative glob with backtracking to the last '*': O(|pattern| * |s|).
+  size_t p = 0, i = 0, star = absl::string_view::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = i;
+    } else if (p < pattern.size() && pattern[p] == s[i]) {
+      ++p;
+      ++i;
+    } else if (star != absl::string_view::npos) {
+      p = star + 1;
+      i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::string_view json) {
+  v1::AuthzPolicy msg;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(std::string(json), &msg, opts);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy is not valid JSON of the AuthzPolicy format: ", st.ToString()));
+  }
+  auto p = std::shared_ptr<AuthzPolicy>(new AuthzPolicy());
+  for (int i = 0; i < msg.rules_size(); ++i) {
+    const v1::AuthzRule& r = msg.rules(i);
+    Rule rule;
+    rule.label = absl::StrCat("rule ", i + 1);
+    if (!r.description().empty()) absl::StrAppend(&rule.label, " (", r.description(), ")");
+    if (r.identities().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(rule.label, ": \"identities\" is empty"));
+    }
+    for (const auto& id : r.identities()) {
+      if (id.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(rule.label, ": an empty identity pattern (use \"*\" for anyone)"));
+      }
+      rule.identities.push_back(id);
+    }
+    if (r.locks().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(rule.label, ": \"locks\" is empty (\"\" means every lock)"));
+    }
+    rule.locks.assign(r.locks().begin(), r.locks().end());
+    for (const auto& a : r.actions()) {
+      if (a == "*") {
+        rule.actions = kAllActions;
+        continue;
+      }
+      auto it = std::find(std::begin(kActionNames), std::end(kActionNames), a);
+      if (it == std::end(kActionNames)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            rule.label, ": unknown action \"", a,
+            "\" (known: acquire, describe, list, release, revoke, keepalive, *)"));
+      }
+      rule.actions |= 1u << (it - std::begin(kActionNames));
+    }
+    if (r.admin()) rule.actions = kAllActions;
+    rule.deny = r.deny();
+    if (rule.deny && (r.admin() || r.actions_size() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          rule.label, ": a deny rule refuses every action; it takes no actions or admin"));
+    }
+    if (!rule.deny && rule.actions == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(rule.label, ": grants nothing (give actions, admin, or deny)"));
+    }
+    p->rules_.push_back(std::move(rule));
+  }
+  return std::shared_ptr<const AuthzPolicy>(std::move(p));
+}
+
+AuthzPolicy::Decision AuthzPolicy::Check(absl::string_view identity, AuthzAction action,
+                                         absl::string_view lock) const {
+  // (identity specificity, lock prefix length, deny) of the best rule so far.
+  const Rule* best = nullptr;
+  std::tuple<int, int, bool> best_key{-1, -1, false};
+  for (const Rule& r : rules_) {
+    int id_spec = -1;
+    for (const auto& pat : r.identities) {
+      if (IdentityMatches(pat, identity)) id_spec = std::max(id_spec, IdentitySpecificity(pat));
+    }
+    if (id_spec < 0) continue;
+    int lock_len = -1;
+    for (const auto& prefix : r.locks) {
+      if (absl::StartsWith(lock, prefix)) lock_len = std::max(lock_len, static_cast<int>(prefix.size()));
+    }
+    if (lock_len < 0) continue;
+    std::tuple<int, int, bool> key{id_spec, lock_len, r.deny};
+    if (best == nullptr || key > best_key) {
+      best = &r;
+      best_key = key;
+    }
+  }
+  if (best == nullptr) return {false, "no rule matches"};
+  if (best->deny) return {false, absl::StrCat(best->label, " denies")};
+  const bool ok = (best->actions >> static_cast<int>(action)) & 1u;
+  return {ok, absl::StrCat(best->label, ok ? " allows" : " does not allow this action")};
+}
+
+bool AuthzPolicy::MayAllowUnder(absl::string_view identity, AuthzAction action,
+                                absl::string_view prefix) const {
+  for (const Rule& r : rules_) {
+    if (r.deny || !((r.actions >> static_cast<int>(action)) & 1u)) continue;
+    bool id = false;
+    for (const auto& pat : r.identities) id = id || IdentityMatches(pat, identity);
+    if (!id) continue;
+    for (const auto& l : r.locks) {
+      if (absl::StartsWith(l, prefix) || absl::StartsWith(prefix, l)) return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- PolicyFile
+
+namespace {
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PolicyFile>> PolicyFile::Load(const std::string& path) {
+  auto f = std::unique_ptr<PolicyFile>(new PolicyFile(path));
+  auto text = ReadWhole(path);
+  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--authz-file: ", text.status().message()));
+  auto p = AuthzPolicy::Parse(*text);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--authz-file ", path, ": ", p.status().message()));
+  }
+  f->policy_ = *p;
+  f->content_ = *text;
+  f->Reload(false);  // records what was seen
+  return f;
+}
+
+std::shared_ptr<const AuthzPolicy> PolicyFile::current() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return policy_;
+}
+
+bool PolicyFile::Reload(bool force) {
+  struct stat st {};
+  Seen now;
+  if (::stat(path_.c_str(), &st) == 0) {
+    now.dev = st.st_dev;
+    now.ino = st.st_ino;
+    now.size = st.st_size;
+    now.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!force && now == seen_) return false;
+    seen_ = now;
+  }
+  auto text = ReadWhole(path_);
+  if (!text.ok()) {
+    std::fprintf(stderr,
+                 "turnstiled: authz policy %s: cannot read it (%s); the previous policy stays "
+                 "in force\n",
+                 path_.c_str(), std::string(text.status().message()).c_str());
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (*text == content_) return false;  // touched, not changed
+  }
+  auto p = AuthzPolicy::Parse(*text);
+  if (!p.ok()) {
+    std::fprintf(stderr,
+                 "turnstiled: authz policy %s rejected: %s; the previous policy stays in force\n",
+                 path_.c_str(), std::string(p.status().message()).c_str());
+    std::lock_guard<std::mutex> l(mu_);
+    content_ = *text;  // do not log the same broken content again
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    policy_ = *p;
+    content_ = *text;
+  }
+  std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules)\n", path_.c_str(),
+               (*p)->rule_count());
+  return true;
+}
+
+// ---------------------------------------------------------- ClientCertVerifier
+
+namespace {
+
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+using X509Ptr = std::unique_ptr<X509, X509Deleter>;
+
+std::vector<X509Ptr> ReadCerts(const std::string& pem) {
+  std::vector<X509Ptr> out;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return out;
+  while (X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) out.emplace_back(x);
+  ERR_clear_error();  // the read that ends the loop leaves "no start line"
+  BIO_free(bio);
+  return out;
+}
+
+// First URI SAN, else first DNS SAN, else subject CN; "" if none.
+std::string IdentityOf(X509* x) {
+  std::string uri, dns;
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
+  if (names != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+      const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
+      if (n->type == GEN_URI && uri.empty()) {
+        uri.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.uniformResourceIdentifier)),
+                   ASN1_STRING_length(n->d.uniformResourceIdentifier));
+      } else if (n->type == GEN_DNS && dns.empty()) {
+        dns.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.dNSName)),
+                   ASN1_STRING_length(n->d.dNSName));
+      }
+    }
+    GENERAL_NAMES_free(names);
+  }
+  if (!uri.empty()) return uri;
+  if (!dns.empty()) return dns;
+  X509_NAME* subject = X509_get_subject_name(x);
+  int idx = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+  if (idx < 0) return "";
+  ASN1_STRING* cn = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, idx));
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(cn)), ASN1_STRING_length(cn));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
+    const std::string& ca_pem) {
+  auto cas = ReadCerts(ca_pem);
+  if (cas.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca-file holds no PEM certificate");
+  }
+  auto v = std::unique_ptr<ClientCertVerifier>(new ClientCertVerifier());
+  X509_STORE* store = X509_STORE_new();
+  for (auto& ca : cas) X509_STORE_add_cert(store, ca.get());
+  v->store_ = store;
+  return v;
+}
+
+ClientCertVerifier::~ClientCertVerifier() {
+  if (store_ != nullptr) X509_STORE_free(static_cast<X509_STORE*>(store_));
+}
+
+absl::StatusOr<std::string> ClientCertVerifier::Identify(const grpc::AuthContext& ctx) {
+  auto leaf = ctx.FindPropertyValues("x509_pem_cert");
+  if (leaf.empty()) {
+    return absl::UnauthenticatedError(
+        "no client certificate: this replica requires mutual TLS (--tls-client-ca-file)");
+  }
+  std::string chain;
+  for (const auto& c : ctx.FindPropertyValues("x509_pem_cert_chain")) chain.append(c.data(), c.size());
+  return IdentifyPem(std::string(leaf.front().data(), leaf.front().size()), chain);
+}
+
+absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& leaf_pem,
+                                                           const std::string& chain_pem) {
+  const time_t now = std::time(nullptr);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = cache_.find(leaf_pem);
+    if (it != cache_.end() && now < it->second.not_after) return it->second.identity;
+  }
+  auto leaf = ReadCerts(leaf_pem);
+  if (leaf.empty()) return absl::UnauthenticatedError("the client certificate cannot be parsed");
+  auto chain = ReadCerts(chain_pem);
+  STACK_OF(X509)* untrusted = sk_X509_new_null();
+  for (auto& c : chain) sk_X509_push(untrusted, c.get());
+  X509_STORE_CTX* vctx = X509_STORE_CTX_new();
+  X509_STORE_CTX_init(vctx, static_cast<X509_STORE*>(store_), leaf[0].get(), untrusted);
+  X509_STORE_CTX_set_purpose(vctx, X509_PURPOSE_SSL_CLIENT);
+  const int ok = X509_verify_cert(vctx);
+  const int err = X509_STORE_CTX_get_error(vctx);
+  X509_STORE_CTX_free(vctx);
+  sk_X509_free(untrusted);
+  ERR_clear_error();
+  if (ok != 1) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "client certificate refused: ", X509_verify_cert_error_string(err),
+        " (it must be valid now and issued by --tls-client-ca-file)"));
+  }
+  std::string identity = IdentityOf(leaf[0].get());
+  if (identity.empty()) {
+    return absl::UnauthenticatedError(
+        "client certificate names nobody: no URI SAN, DNS SAN or subject CN");
+  }
+  time_t not_after = 0;
+  {
+    struct tm tm {};
+    if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf[0].get()), &tm) == 1) not_after = timegm(&tm);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (cache_.size() >= 4096) cache_.clear();  // bounded; rebuilt by the next calls
+  cache_[leaf_pem] = Cached{identity, not_after};
+  return identity;
+}
+
+void AuditLog(absl::string_view event, absl::string_view identity, absl::string_view action,
+              absl::string_view lock, absl::string_view detail) {
+  const std::string line = absl::StrCat(
+      "{\"audit\":", JsonQuote(std::string(event)),
+      ",\"time\":", JsonQuote(absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone())),
+      ",\"identity\":", JsonQuote(std::string(identity)),
+      ",\"action\":", JsonQuote(std::string(action)), ",\"lock\":", JsonQuote(std::string(lock)),
+      ",\"detail\":", JsonQuote(std::string(detail)), "}\n");
+  std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace turnstile

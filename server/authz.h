@@ -1,0 +1,126 @@
+// Who may take which lock: caller identities from verified client
+// certificates (mutual TLS) and the authorization policy of --authz-file.
+// The decision rules are documented with the file format in
+// protos/turnstile/v1/authz.proto; this is their implementation.
+#ifndef TURNSTILE_SERVER_AUTHZ_H_
+#define TURNSTILE_SERVER_AUTHZ_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace grpc {
+class AuthContext;
+}
+
+namespace turnstile {
+
+enum class AuthzAction : uint8_t { kAcquire, kDescribe, kList, kRelease, kRevoke, kKeepAlive };
+inline constexpr int kAuthzActionCount = 6;
+const char* AuthzActionName(AuthzAction a);
+
+// A parsed policy. Immutable; shared by the calls that started under it.
+class AuthzPolicy {
+ public:
+  // INVALID_ARGUMENT naming the rule and field for anything malformed.
+  static absl::StatusOr<std::shared_ptr<const AuthzPolicy>> Parse(absl::string_view json);
+
+  struct Decision {
+    bool allowed = false;
+    std::string why;  // which rule decided, or "no rule matches"
+  };
+  Decision Check(absl::string_view identity, AuthzAction action, absl::string_view lock) const;
+  // Whether some rule could allow `action` on a lock name starting with
+  // `prefix` (List's early refusal; the names are then checked one by one).
+  bool MayAllowUnder(absl::string_view identity, AuthzAction action,
+                     absl::string_view prefix) const;
+  size_t rule_count() const { return rules_.size(); }
+
+ private:
+  struct Rule {
+    std::vector<std::string> identities;
+    std::vector<std::string> locks;
+    uint32_t actions = 0;  // bit per AuthzAction
+    bool deny = false;
+    std::string label;     // "rule 3" or "rule 3 (description)"
+  };
+  std::vector<Rule> rules_;
+};
+
+// Glob with '*' (any run of characters, '/' included); exact otherwise.
+bool IdentityMatches(absl::string_view pattern, absl::string_view identity);
+
+// The current policy of a replica, reloaded from its file. Thread-safe.
+class PolicyFile {
+ public:
+  // Loads `path` (an error if it is missing or invalid: a replica does not
+  // start with a broken policy).
+  static absl::StatusOr<std::unique_ptr<PolicyFile>> Load(const std::string& path);
+  std::shared_ptr<const AuthzPolicy> current() const;
+  // Re-reads the file if it changed since the last look (force: always).
+  // An invalid file is logged and the previous policy stays; returns
+  // whether a new policy is now in force.
+  bool Reload(bool force);
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit PolicyFile(std::string path) : path_(std::move(path)) {}
+  struct Seen {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = -1;
+    int64_t mtime_ns = -1;
+    bool operator==(const Seen& o) const {
+      return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
+    }
+  };
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const AuthzPolicy> policy_;  // GUARDED_BY(mu_)
+  Seen seen_;                                  // GUARDED_BY(mu_)
+  std::string content_;                        // GUARDED_BY(mu_)
+};
+
+// Verifies client certificates against --tls-client-ca-file and names the
+// caller. The TLS handshake asks for a certificate without judging it
+// (it still proves the client holds the certificate's key); the chain,
+// validity and purpose are judged here so that a refusal is a clear
+// UNAUTHENTICATED status instead of a failed handshake. Thread-safe.
+class ClientCertVerifier {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClientCertVerifier>> Create(const std::string& ca_pem);
+  ~ClientCertVerifier();
+  // The caller's identity, or UNAUTHENTICATED saying why not.
+  absl::StatusOr<std::string> Identify(const grpc::AuthContext& ctx);
+  // Same, from PEM text (leaf, then the rest of the chain the client sent).
+  absl::StatusOr<std::string> IdentifyPem(const std::string& leaf_pem,
+                                          const std::string& chain_pem);
+
+ private:
+  ClientCertVerifier() = default;
+  struct Cached {
+    std::string identity;
+    time_t not_after = 0;
+  };
+  void* store_ = nullptr;  // X509_STORE*
+  std::mutex mu_;
+  std::unordered_map<std::string, Cached> cache_;  // GUARDED_BY(mu_) leaf PEM -> identity
+};
+
+// One audit line (JSON) on stderr.
+void AuditLog(absl::string_view event, absl::string_view identity, absl::string_view action,
+              absl::string_view lock, absl::string_view detail);
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_AUTHZ_H_

@@ -1,0 +1,456 @@
+// Issue 13: mutual TLS identities and per-prefix authorization, through real
+// replicas on the shared real ZooKeeper over mTLS. Certificates are made per
+// run (tests/test_pki.h); the policy is a file the replica reloads.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/lib/tls.h"
+#include "server/authz.h"
+#include "server/replica.h"
+#include "tests/test_pki.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr char kApi[] = "spiffe://acme.test/team/payments/api";
+constexpr char kBatch[] = "spiffe://acme.test/team/payments/batch";
+constexpr char kAdmin[] = "spiffe://acme.test/ops/admin";
+constexpr char kIndexer[] = "spiffe://acme.test/team/search/indexer";
+constexpr char kRetired[] = "spiffe://acme.test/team/payments/retired";
+
+// Three-plus identities, nested prefixes, every action, an exact rule
+// beating a glob, a glob team rule, admin and a deny.
+constexpr char kPolicy[] = R"({"rules": [
+  {"identities": ["spiffe://acme.test/team/payments/*"], "locks": ["payments/"],
+   "actions": ["acquire", "describe", "list", "keepalive"], "description": "payments team"},
+  {"identities": ["spiffe://acme.test/team/payments/batch"], "locks": ["payments/batch/"],
+   "actions": ["*"], "description": "batch owns its subtree"},
+  {"identities": ["spiffe://acme.test/team/*"], "locks": ["payments/ledger/"],
+   "actions": ["describe"], "description": "every team may look at the ledger"},
+  {"identities": ["spiffe://acme.test/ops/admin"], "locks": [""], "admin": true},
+  {"identities": ["spiffe://acme.test/team/payments/retired"], "locks": [""], "deny": true},
+  {"identities": ["spiffe://acme.test/team/search/*"], "locks": ["search/"],
+   "actions": ["acquire", "describe", "list", "keepalive", "release"]}
+]})";
+
+constexpr const char* kActions[] = {"acquire", "describe", "list", "release", "revoke", "keepalive"};
+constexpr const char* kNames[] = {"payments/api-lock", "payments/batch/nightly",
+                                  "payments/ledger/main", "search/index", "other/x"};
+
+// What the policy above allows, written out by hand (not computed by the
+// code under test): identity -> name -> actions.
+const std::map<std::string, std::map<std::string, std::set<std::string>>>& Expected() {
+  static const auto* m = [] {
+    const std::set<std::string> team = {"acquire", "describe", "list", "keepalive"};
+    const std::set<std::string> all(std::begin(kActions), std::end(kActions));
+    auto* e = new std::map<std::string, std::map<std::string, std::set<std::string>>>();
+    (*e)[kApi] = {{"payments/api-lock", team},
+                  {"payments/batch/nightly", team},
+                  {"payments/ledger/main", team}};
+    (*e)[kBatch] = {{"payments/api-lock", team},
+                    {"payments/batch/nightly", all},
+                    {"payments/ledger/main", team}};
+    for (const char* n : kNames) (*e)[kAdmin][n] = all;
+    (*e)[kIndexer] = {{"payments/ledger/main", {"describe"}},
+                      {"search/index", {"acquire", "describe", "list", "keepalive", "release"}}};
+    (*e)[kRetired] = {};
+    return e;
+  }();
+  return *m;
+}
+
+class AuthzTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    connect_ = SharedZkServer().ConnectString();
+    CertSpec server;
+    server.cn = "replica";
+    server.san = "DNS:localhost,IP:127.0.0.1";
+    server_ = pki_.Issue("server", server);
+    for (const char* id : {kApi, kBatch, kAdmin, kIndexer, kRetired}) Client(id);
+    policy_file_ = pki_.dir() + "/policy.json";
+    WritePolicy(kPolicy);
+    ReplicaConfig cfg = TestConfig(connect_, UniqueRoot("authz"));
+    cfg.tls_cert_file = server_.cert;
+    cfg.tls_key_file = server_.key;
+    cfg.tls_client_ca_file = pki_.ca_file();
+    cfg.authz_file = policy_file_;
+    r1_ = StartReplica(cfg);
+    ASSERT_TRUE(r1_);
+    address_ = absl::StrCat("127.0.0.1:", r1_->port());
+  }
+
+  // Written to a temporary file and renamed over the policy, as a
+  // Kubernetes ConfigMap update swaps it.
+  void WritePolicy(const std::string& text) {
+    const std::string tmp = policy_file_ + ".new";
+    std::ofstream(tmp) << text;
+    ASSERT_EQ(std::rename(tmp.c_str(), policy_file_.c_str()), 0);
+  }
+
+  // A client certificate for `identity` (URI SAN; CN = last segment).
+  TestPki::Files& Client(const std::string& identity, const std::string& issuer = "ca") {
+    auto key = identity + "@" + issuer;
+    auto it = certs_.find(key);
+    if (it != certs_.end()) return it->second;
+    CertSpec spec;
+    spec.cn = identity.substr(identity.rfind('/') + 1);
+    spec.san = "URI:" + identity;
+    spec.issuer = issuer;
+    spec.server = false;
+    return certs_[key] = pki_.Issue(absl::StrCat("client", certs_.size()), spec);
+  }
+
+  std::unique_ptr<v1::LockService::Stub> StubWith(const client::TlsFiles& files) {
+    auto creds = client::MakeChannelCredentials(files);
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    return v1::LockService::NewStub(grpc::CreateChannel(address_, *creds));
+  }
+  std::unique_ptr<v1::LockService::Stub> StubAs(const std::string& identity) {
+    const auto& f = Client(identity);
+    return StubWith({pki_.ca_file(), f.cert, f.key});
+  }
+
+  static v1::AcquireOpen Open(const std::string& name, milliseconds wait = milliseconds(0),
+                              const std::string& owner = "") {
+    return OpenMsg(name, wait, owner);
+  }
+
+  // A hold of `name` by the admin; its lease id.
+  struct Hold {
+    std::unique_ptr<AcquireStream> stream;
+    std::string lease;
+  };
+  Hold AdminHold(v1::LockService::Stub* admin, const std::string& name) {
+    Hold h;
+    h.stream = std::make_unique<AcquireStream>(admin, Open(name, milliseconds(10000)));
+    auto ev = h.stream->Await(AcquireEvent::ACQUIRED);
+    EXPECT_TRUE(ev) << "admin could not hold " << name;
+    if (ev) h.lease = ev->acquired().lease_id();
+    return h;
+  }
+
+  grpc::Status Describe(v1::LockService::Stub* stub, const std::string& name,
+                        v1::DescribeResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::DescribeRequest req;
+    req.set_name(name);
+    v1::DescribeResponse resp;
+    grpc::Status s = stub->Describe(&ctx, req, &resp);
+    if (out) *out = resp;
+    return s;
+  }
+
+  // Tries `action` on `name` as the stub's identity. OK = it was allowed
+  // and done; otherwise the status (PERMISSION_DENIED when refused).
+  grpc::Status Try(v1::LockService::Stub* stub, v1::LockService::Stub* admin,
+                   const std::string& action, const std::string& name) {
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
+    if (action == "acquire") {
+      AcquireStream s(stub, Open(name));
+      auto ev = s.Next();
+      if (ev && ev->type() == AcquireEvent::ACQUIRED) {
+        s.SendRelease();
+        s.AwaitEnd();
+        return grpc::Status::OK;
+      }
+      auto st = s.AwaitEnd();
+      return st ? *st : grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no end");
+    }
+    if (action == "describe") {
+      Hold h = AdminHold(admin, name);  // a lock without contenders is NOT_FOUND
+      return Describe(stub, name);
+    }
+    if (action == "list") {
+      // The name exists (an admin holds it); allowed = it is listed.
+      Hold h = AdminHold(admin, name);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      v1::ListRequest req;
+      req.set_prefix("");
+      req.set_limit(1000);
+      v1::ListResponse resp;
+      grpc::Status s = stub->List(&ctx, req, &resp);
+      if (!s.ok()) return s;
+      for (const auto& n : resp.names()) {
+        if (n == name) return grpc::Status::OK;
+      }
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "not listed");
+    }
+    Hold h = AdminHold(admin, name);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    if (action == "release") {
+      v1::ReleaseRequest req;
+      req.set_lease_id(h.lease);
+      v1::ReleaseResponse resp;
+      return stub->Release(&ctx, req, &resp);
+    }
+    if (action == "revoke") {
+      v1::RevokeRequest req;
+      req.set_lease_id(h.lease);
+      req.set_reason("authz test");
+      v1::RevokeResponse resp;
+      return stub->Revoke(&ctx, req, &resp);
+    }
+    // keepalive: the per-lease code.
+    auto rw = stub->KeepAlive(&ctx);
+    v1::KeepAliveRequest req;
+    req.add_lease_ids(h.lease);
+    v1::KeepAliveResponse resp;
+    if (!rw->Write(req) || !rw->Read(&resp)) {
+      rw->WritesDone();
+      return rw->Finish();
+    }
+    rw->WritesDone();
+    grpc::Status end = rw->Finish();
+    if (!end.ok()) return end;
+    if (resp.leases_size() != 1) return grpc::Status(grpc::StatusCode::INTERNAL, "no lease entry");
+    return grpc::Status(static_cast<grpc::StatusCode>(resp.leases(0).code()),
+                        resp.leases(0).message());
+  }
+
+  TestPki pki_;
+  TestPki::Files server_;
+  std::map<std::string, TestPki::Files> certs_;
+  std::string connect_, policy_file_, address_;
+  std::unique_ptr<Replica> r1_;
+};
+
+// Must show 1: every identity x action x name through the real server; the
+// allowed ones succeed, the rest are PERMISSION_DENIED naming who, what and
+// which lock.
+TEST_F(AuthzTest, EveryIdentityActionAndNameIsDecidedByThePolicy) {
+  auto admin = StubAs(kAdmin);
+  int tried = 0, unauthorized_successes = 0, authorized_failures = 0;
+  for (const auto& [identity, allowed_by_name] : Expected()) {
+    auto stub = StubAs(identity);
+    for (const char* name : kNames) {
+      for (const char* action : kActions) {
+        ++tried;
+        auto it = allowed_by_name.find(name);
+        const bool allowed = it != allowed_by_name.end() && it->second.count(action) > 0;
+        grpc::Status s = Try(stub.get(), admin.get(), action, name);
+        if (allowed && !s.ok()) {
+          ++authorized_failures;
+          ADD_FAILURE() << identity << " " << action << " " << name << " should be allowed: "
+                        << s.error_code() << " " << s.error_message();
+        } else if (!allowed && s.ok()) {
+          ++unauthorized_successes;
+          ADD_FAILURE() << identity << " " << action << " " << name << " should be refused";
+        } else if (!allowed && std::string(action) != "list") {
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+              << identity << " " << action << " " << name << ": " << s.error_message();
+          EXPECT_NE(s.error_message().find(identity), std::string::npos) << s.error_message();
+          EXPECT_NE(s.error_message().find(action), std::string::npos) << s.error_message();
+          EXPECT_NE(s.error_message().find(name), std::string::npos) << s.error_message();
+        }
+      }
+    }
+  }
+  std::printf("authz table: %d calls tried, %d unauthorized successes, %d authorized failures\n",
+              tried, unauthorized_successes, authorized_failures);
+  RecordProperty("unauthorized_successes", unauthorized_successes);
+  EXPECT_EQ(tried, 5 * 5 * 6);
+  EXPECT_EQ(unauthorized_successes, 0);
+  EXPECT_EQ(authorized_failures, 0);
+}
+
+// Must show 2: no certificate, another CA, an expired certificate: each
+// UNAUTHENTICATED; an identity the policy denies: PERMISSION_DENIED; and a
+// holder of another identity is undisturbed throughout.
+TEST_F(AuthzTest, BadCertificatesAreUnauthenticatedAndDeniedIdentitiesRefused) {
+  auto api = StubAs(kApi);
+  AcquireStream holder(api.get(), Open("payments/held", milliseconds(5000)));
+  auto got = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(got);
+
+  pki_.AddCa("other");
+  CertSpec expired;
+  expired.san = std::string("URI:") + kApi;
+  expired.not_before_s = -7200;
+  expired.not_after_s = -3600;
+  expired.server = false;
+  auto old = pki_.Issue("expired", expired);
+  struct Case {
+    std::string what;
+    client::TlsFiles files;
+    grpc::StatusCode want;
+    std::string says;
+  } cases[] = {
+      {"no client certificate", {pki_.ca_file(), "", ""}, grpc::StatusCode::UNAUTHENTICATED,
+       "no client certificate"},
+      {"certificate from another CA",
+       {pki_.ca_file(), Client(kApi, "other").cert, Client(kApi, "other").key},
+       grpc::StatusCode::UNAUTHENTICATED, "unable to get local issuer certificate"},
+      {"expired certificate", {pki_.ca_file(), old.cert, old.key},
+       grpc::StatusCode::UNAUTHENTICATED, "certificate has expired"},
+      {"identity denied by the policy",
+       {pki_.ca_file(), Client(kRetired).cert, Client(kRetired).key},
+       grpc::StatusCode::PERMISSION_DENIED, kRetired},
+  };
+  for (const auto& c : cases) {
+    auto stub = StubWith(c.files);
+    // Every kind of call, and the holder's lock in particular.
+    grpc::Status d = Describe(stub.get(), "payments/held");
+    EXPECT_EQ(d.error_code(), c.want) << c.what << ": " << d.error_message();
+    EXPECT_NE(d.error_message().find(c.says), std::string::npos) << c.what << ": " << d.error_message();
+    AcquireStream a(stub.get(), Open("payments/held"));
+    auto end = a.AwaitEnd();
+    ASSERT_TRUE(end) << c.what;
+    EXPECT_EQ(end->error_code(), c.want) << c.what << ": " << end->error_message();
+    grpc::ClientContext ctx;
+    v1::ReleaseRequest rel;
+    rel.set_lease_id(got->acquired().lease_id());
+    v1::ReleaseResponse rr;
+    EXPECT_EQ(stub->Release(&ctx, rel, &rr).error_code(), c.want) << c.what;
+  }
+  // The holder heard nothing and still holds.
+  EXPECT_FALSE(holder.Next(milliseconds(200))) << "the holder was disturbed";
+  EXPECT_FALSE(holder.ended());
+  v1::DescribeResponse desc;
+  ASSERT_TRUE(Describe(api.get(), "payments/held", &desc).ok());
+  ASSERT_EQ(desc.holders_size(), 1);
+  EXPECT_EQ(desc.holders(0).fencing_token(), got->acquired().fencing_token());
+  EXPECT_EQ(desc.holders(0).identity(), kApi);
+  holder.SendRelease();
+  ASSERT_TRUE(holder.AwaitEnd());
+}
+
+// Must show 3: a policy rewritten while holds and waits are open applies to
+// new calls within a second and drops nothing; an invalid policy leaves the
+// old one in force.
+TEST_F(AuthzTest, APolicyReloadAppliesToNewCallsAndDisturbsNoHold) {
+  auto api = StubAs(kApi);
+  auto batch = StubAs(kBatch);
+  AcquireStream holder(api.get(), Open("payments/reload", milliseconds(5000)));
+  auto held = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(held);
+  AcquireStream waiter(batch.get(), Open("payments/reload", milliseconds(30000)));
+  ASSERT_TRUE(waiter.Next()) << "the waiter was not queued";
+  ASSERT_TRUE(Describe(api.get(), "payments/reload").ok());
+
+  // The api identity loses the payments prefix; batch keeps it.
+  std::string narrowed = kPolicy;
+  narrowed.replace(narrowed.find("\"spiffe://acme.test/team/payments/*\"]"),
+                   std::string("\"spiffe://acme.test/team/payments/*\"]").size(),
+                   "\"spiffe://acme.test/team/payments/batch\"]");
+  const auto t0 = std::chrono::steady_clock::now();
+  WritePolicy(narrowed);
+  ASSERT_TRUE(WaitFor([&] {
+    return Describe(api.get(), "payments/reload").error_code() ==
+           grpc::StatusCode::PERMISSION_DENIED;
+  }, milliseconds(1000))) << "the new policy did not apply within a second";
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::printf("policy reload took effect after %lld ms\n", static_cast<long long>(took.count()));
+  // New calls of the narrowed identity are refused ...
+  AcquireStream refused(api.get(), Open("payments/other"));
+  auto end = refused.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // ... but its open hold and the other identity's wait are untouched.
+  EXPECT_FALSE(holder.Next(milliseconds(200)));
+  EXPECT_FALSE(holder.ended());
+  EXPECT_TRUE(Describe(batch.get(), "payments/reload").ok());
+
+  // An invalid policy (unknown action) is rejected: the narrowed one stays.
+  WritePolicy(R"({"rules": [{"identities": ["*"], "locks": [""], "actions": ["own"]}]})");
+  EXPECT_FALSE(r1_->ReloadPolicy());
+  EXPECT_EQ(Describe(api.get(), "payments/reload").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Describe(batch.get(), "payments/reload").ok());
+  WritePolicy("not json at all");
+  EXPECT_FALSE(r1_->ReloadPolicy());
+  EXPECT_TRUE(Describe(batch.get(), "payments/reload").ok());
+
+  // The hold hands over as usual.
+  holder.SendRelease();
+  ASSERT_TRUE(holder.AwaitEnd());
+  auto next = waiter.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(next);
+  EXPECT_GT(next->acquired().fencing_token(), held->acquired().fencing_token());
+  waiter.SendRelease();
+  ASSERT_TRUE(waiter.AwaitEnd());
+}
+
+// Must show 4: owner is a label; the identity is the certificate's.
+TEST_F(AuthzTest, AClientThatClaimsAnotherOwnerIsShownWithItsOwnIdentity) {
+  auto api = StubAs(kApi);
+  AcquireStream s(api.get(), Open("payments/spoof", milliseconds(5000), kAdmin));
+  ASSERT_TRUE(s.Await(AcquireEvent::ACQUIRED));
+  v1::DescribeResponse desc;
+  ASSERT_TRUE(Describe(StubAs(kAdmin).get(), "payments/spoof", &desc).ok());
+  ASSERT_EQ(desc.holders_size(), 1);
+  EXPECT_EQ(desc.holders(0).owner(), kAdmin);      // what it claimed
+  EXPECT_EQ(desc.holders(0).identity(), kApi);     // who it is
+  // Nor does claiming admin give admin's rights.
+  AcquireStream other(api.get(), Open("other/x", milliseconds(0), kAdmin));
+  auto end = other.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  s.SendRelease();
+  ASSERT_TRUE(s.AwaitEnd());
+}
+
+// The identity rule: first URI SAN, else first DNS SAN, else subject CN.
+TEST(ClientCertIdentity, UriThenDnsThenCommonName) {
+  TestPki pki;
+  auto v = ClientCertVerifier::Create(ReadFile(pki.ca_file()));
+  ASSERT_TRUE(v.ok()) << v.status();
+  struct {
+    std::string san, cn, want;
+  } cases[] = {
+      {"DNS:a.example,URI:spiffe://x/first,URI:spiffe://x/second", "cn", "spiffe://x/first"},
+      {"DNS:a.example,DNS:b.example", "cn", "a.example"},
+      {"", "just-a-cn", "just-a-cn"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    CertSpec spec;
+    spec.san = c.san;
+    spec.cn = c.cn;
+    auto f = pki.Issue(absl::StrCat("id", i++), spec);
+    auto id = (*v)->IdentifyPem(ReadFile(f.cert), "");
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(*id, c.want);
+  }
+}
+
+// The decision rules, on their own (the table above runs them end to end).
+TEST(AuthzPolicyRules, MostSpecificRuleDecidesAndInvalidPoliciesAreRefused) {
+  auto p = AuthzPolicy::Parse(kPolicy);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE((*p)->Check(kBatch, AuthzAction::kRevoke, "payments/batch/x").allowed);
+  EXPECT_FALSE((*p)->Check(kApi, AuthzAction::kRevoke, "payments/batch/x").allowed);
+  EXPECT_FALSE((*p)->Check(kRetired, AuthzAction::kDescribe, "payments/a").allowed);
+  EXPECT_FALSE((*p)->Check("spiffe://elsewhere/x", AuthzAction::kDescribe, "payments/a").allowed);
+  EXPECT_TRUE(IdentityMatches("spiffe://a/*/api", "spiffe://a/ns/x/api"));
+  EXPECT_FALSE(IdentityMatches("spiffe://a/*/api", "spiffe://a/ns/x/apix"));
+  for (const char* bad : {
+           "", "[]", R"({"rules": [{"identities": [], "locks": [""], "admin": true}]})",
+           R"({"rules": [{"identities": ["*"], "locks": [], "admin": true}]})",
+           R"({"rules": [{"identities": ["*"], "locks": [""]}]})",
+           R"({"rules": [{"identities": ["*"], "locks": [""], "deny": true, "admin": true}]})",
+           R"({"rules": [{"identities": ["*"], "locks": [""], "actions": ["acquire"], "x": 1}]})",
+       }) {
+    EXPECT_FALSE(AuthzPolicy::Parse(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace turnstile::testing
