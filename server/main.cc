@@ -43,9 +43,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   int sig = 0;
   while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
-    if (!(*replica)->ReloadPolicy()) {
-      std::fprintf(stderr, "turnstiled: SIGHUP: no new authz policy loaded\n");
-    }
+    const bool loaded = (*replica)->ReloadPolicy();
+    std::printf("turnstiled: SIGHUP: %s\n",
+                loaded ? "authz policy reloaded"
+                       : "no new authz policy (unchanged, invalid -- see stderr -- or none)");
+    std::fflush(stdout);
   }
   std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,
               static_cast<long long>(config.drain_timeout.count()));

@@ -3,6 +3,10 @@
 // run (tests/test_pki.h); the policy is a file the replica reloads.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -405,6 +409,119 @@ TEST_F(AuthzTest, AClientThatClaimsAnotherOwnerIsShownWithItsOwnIdentity) {
   EXPECT_EQ(end->error_code(), grpc::StatusCode::PERMISSION_DENIED);
   s.SendRelease();
   ASSERT_TRUE(s.AwaitEnd());
+}
+
+// The CLI (flags) and the Python client (arguments) present a client
+// certificate and are known by it; without one they are refused.
+TEST_F(AuthzTest, CliAndPythonPresentTheirClientCertificates) {
+  const auto& api = Client(kApi);
+  auto cli = [&](std::vector<std::string> extra) {
+    // --output json: errors come on stdout as {"error":CODE,"message":...}.
+    std::vector<std::string> argv = {CLI_PATH, "--server", address_, "--rpc-timeout", "10s",
+                                     "--output", "json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = ChildProcess::Spawn(argv);
+    EXPECT_TRUE(p);
+    std::string out = p ? p->ReadSome(milliseconds(15000)) : "";
+    auto rc = p ? p->Wait(milliseconds(15000)) : std::nullopt;
+    return std::make_pair(rc.value_or(-1), out);
+  };
+  // Allowed: list under payments/ (exit 0).
+  auto ok = cli({"--tls-ca-file", pki_.ca_file(), "--tls-cert-file", api.cert, "--tls-key-file",
+                 api.key, "list", "payments/"});
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  // Refused by the policy: names the identity.
+  auto denied = cli({"--tls-ca-file", pki_.ca_file(), "--tls-cert-file", api.cert,
+                     "--tls-key-file", api.key, "describe", "other/x"});
+  EXPECT_NE(denied.first, 0);
+  EXPECT_NE(denied.second.find("PERMISSION_DENIED"), std::string::npos) << denied.second;
+  EXPECT_NE(denied.second.find(kApi), std::string::npos) << denied.second;
+  // No client certificate.
+  auto anon = cli({"--tls-ca-file", pki_.ca_file(), "describe", "payments/x"});
+  EXPECT_NE(anon.first, 0);
+  EXPECT_NE(anon.second.find("UNAUTHENTICATED"), std::string::npos) << anon.second;
+
+  // Python: explicit tls_* arguments; the hold carries the identity.
+  setenv("TURNSTILE_PY_STUBS", PY_STUBS_DIR, 1);
+  setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+  const std::string script = R"PY(
+import sys
+from turnstile_client import Client
+c = Client(sys.argv[1], tls_ca_file=sys.argv[2], tls_cert_file=sys.argv[3], tls_key_file=sys.argv[4])
+lock = c.acquire("payments/py", wait_timeout=0, owner="someone-else")
+print("HELD", flush=True)
+import signal
+signal.pause()  # holds until the test's SIGTERM ends the process (and the stream)
+)PY";
+  auto py = ChildProcess::Spawn({"/usr/bin/python3", "-c",
+                                 "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                 "exec(sys.argv.pop(1))",
+                                 script, address_, pki_.ca_file(), api.cert, api.key});
+  ASSERT_TRUE(py);
+  ASSERT_TRUE(py->AwaitLine("HELD", milliseconds(30000)));
+  v1::DescribeResponse desc;
+  auto admin = StubAs(kAdmin);
+  grpc::Status st = Describe(admin.get(), "payments/py", &desc);
+  ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+  ASSERT_EQ(desc.holders_size(), 1);
+  EXPECT_EQ(desc.holders(0).identity(), kApi);
+  EXPECT_EQ(desc.holders(0).owner(), "someone-else");
+  py->Signal(SIGTERM);
+  EXPECT_TRUE(py->Wait(milliseconds(20000)));
+}
+
+// SIGHUP reloads the policy even when the file looks unchanged to the
+// poller (rewritten in place, same size, mtime put back): the turnstiled
+// process says so, and the new rules apply.
+TEST_F(AuthzTest, SighupReloadsThePolicyOfATurnstiledProcess) {
+  const std::string file = pki_.dir() + "/sighup-policy.json";
+  // Same length: `"list"    ` and `"describe"` are both ten bytes.
+  const std::string before = absl::StrCat(R"({"rules": [{"identities": [")", kApi,
+                                          R"("], "locks": ["payments/"], "actions": ["list"    ]}]})");
+  std::string after = before;
+  after.replace(after.find("\"list\"    "), 10, "\"describe\"");
+  ASSERT_EQ(before.size(), after.size());
+  std::ofstream(file) << before;
+  auto p = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0", "--log-level",
+                                "error", "--metrics-listen", "", "--zk", connect_, "--zk-root",
+                                UniqueRoot("sighup"), "--tls-cert-file", server_.cert,
+                                "--tls-key-file", server_.key, "--tls-client-ca-file",
+                                pki_.ca_file(), "--authz-file", file});
+  ASSERT_TRUE(p);
+  auto line = p->AwaitLine("turnstiled", milliseconds(20000));
+  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos);
+  std::string address = line->substr(line->find("listening on ") + 13);
+  address = address.substr(0, address.find(' '));
+  const auto& api = Client(kApi);
+  auto creds = client::MakeChannelCredentials({pki_.ca_file(), api.cert, api.key});
+  ASSERT_TRUE(creds.ok());
+  auto stub = v1::LockService::NewStub(grpc::CreateChannel(address, *creds));
+  auto list = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListRequest req;
+    req.set_prefix("payments/");
+    v1::ListResponse resp;
+    return stub->List(&ctx, req, &resp).error_code();
+  };
+  ASSERT_TRUE(WaitFor([&] { return list() == grpc::StatusCode::OK; }, milliseconds(20000)));
+
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << after;
+  }
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  p->Signal(SIGHUP);
+  auto said = p->AwaitLine("turnstiled: SIGHUP", milliseconds(10000));
+  ASSERT_TRUE(said);
+  EXPECT_NE(said->find("authz policy reloaded"), std::string::npos) << *said;
+  EXPECT_EQ(list(), grpc::StatusCode::PERMISSION_DENIED);
+  p->Signal(SIGTERM);
+  EXPECT_TRUE(p->Wait(milliseconds(20000)));
 }
 
 // The identity rule: first URI SAN, else first DNS SAN, else subject CN.
