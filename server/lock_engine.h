@@ -227,8 +227,11 @@ class LockEngine {
   // The client is gone: delete the node, call nothing more on the sink.
   void Abandon(uint64_t id);
 
+  // `done` also gets the released hold's verified identity (mutual TLS;
+  // "" if none or unknown), so the caller can tell a release by someone
+  // else.
   void ReleaseLease(const std::string& lease_id,
-                    std::function<void(absl::Status)> done);
+                    std::function<void(absl::Status, const std::string& holder_identity)> done);
   // Renews a lease; `done` gets how long it is valid from now.
   void KeepAlive(const std::string& lease_id,
                  std::function<void(absl::StatusOr<Millis>)> done);
@@ -238,7 +241,8 @@ class LockEngine {
   // qualifies the requester the holder is shown: a requester is then only
   // a label beside who really asked.
   void Revoke(const std::string& lease_id, const std::string& requester,
-              const std::string& reason, std::function<void(absl::Status)> done,
+              const std::string& reason,
+              std::function<void(absl::Status, const std::string& holder_identity)> done,
               const std::string& identity = "");
   void Describe(const std::string& name,
                 std::function<void(absl::StatusOr<LockDescription>)> done);
@@ -248,6 +252,9 @@ class LockEngine {
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
   static constexpr size_t kMaxRevokeReasonBytes = 256;
+  // INVALID_ARGUMENT naming the field and its limit for any Acquire input
+  // out of range (server/acquire_validate.cc). Pure.
+  static absl::Status ValidateParams(const AcquireParams& p, const EngineLimits& lim);
   static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
@@ -382,7 +389,8 @@ class LockEngine {
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.
   void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
-                   const std::string& reason, int attempts, std::function<void(absl::Status)> done);
+                   const std::string& reason, int attempts,
+                   std::function<void(absl::Status, const std::string& holder_identity)> done);
   void Lose(Contender* c, LostReason reason, const std::string& message);
   void FailWait(Contender* c, const absl::Status& status);
   void EndContender(Contender* c);

@@ -20,17 +20,30 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 
 namespace {
 
+// What a holder is shown as the requester of a revocation: with mutual TLS
+// the verified identity, the requester's own label beside it.
+std::string ShownRequester(const std::string& identity, const std::string& requester) {
+  if (identity.empty()) return requester;
+  if (requester.empty() || requester == identity) return identity;
+  return absl::StrCat(identity, " (says \"", requester, "\")");
+}
+
+}  // namespace
+
+namespace {
+
 std::string LeaseNodePath(const std::string& root, const LeaseId& lease) {
   return root + "/" + lease.lock_segment + "/" + lease.contender.node;
 }
 
 }  // namespace
 
-void LockEngine::ReleaseLease(const std::string& lease_id,
-                              std::function<void(absl::Status)> done) {
+void LockEngine::ReleaseLease(
+    const std::string& lease_id,
+    std::function<void(absl::Status, const std::string& holder_identity)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
   if (!lease.ok()) {
-    done(lease.status());
+    done(lease.status(), "");
     return;
   }
   std::string path = LeaseNodePath(options_.root, *lease);
@@ -38,24 +51,26 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
   {
     std::lock_guard<std::mutex> l(mu_);
     if (!slot->connected) {
-      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
+      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session"), ""); });
     } else if (Contender* c = FindByPath(path);
                c != nullptr && c->state == State::kHeld && c->sink) {
       // Our own stream holds it, but did not ask: it is told LOST(DELETED),
       // exactly as a holder on another replica would be.
       Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
-      Later([done] { done(absl::OkStatus()); });
+      Later([done, holder = c->params.identity] { done(absl::OkStatus(), holder); });
     } else {
-      auto deleted = [done, lease_id](ZkCode code) {
+      auto deleted = [done, lease_id](ZkCode code, const std::string& holder) {
         if (code == ZkCode::kOk) {
-          done(absl::OkStatus());
+          done(absl::OkStatus(), holder);
         } else if (code == ZkCode::kNoNode) {
           done(absl::NotFoundError(absl::StrCat(
-              "lease_id \"", lease_id,
-              "\" not found: already released, revoked or expired")));
+                   "lease_id \"", lease_id,
+                   "\" not found: already released, revoked or expired")),
+               "");
         } else {
           done(absl::UnavailableError(
-              absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))));
+                   absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))),
+               "");
         }
       };
       // Someone else's hold ends involuntarily: if it has a lock-delay, the
@@ -65,16 +80,17 @@ void LockEngine::ReleaseLease(const std::string& lease_id,
       ZkSession* zk = slot->zk;
       zk->GetData(path, nullptr, [zk, path, lock_path, deleted](ZkCode code, const std::string& data,
                                                                const ZkStat&) {
-        if (code != ZkCode::kOk) return deleted(code);
+        if (code != ZkCode::kOk) return deleted(code, "");
         absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+        const std::string holder = info.ok() ? info->identity : "";
         if (!info.ok() || info->lock_delay_ms <= 0) {
-          return zk->Delete(path, -1, deleted);
+          return zk->Delete(path, -1, [deleted, holder](ZkCode c) { deleted(c, holder); });
         }
         const int64_t until = std::chrono::duration_cast<Millis>(
                                   std::chrono::system_clock::now().time_since_epoch()).count() +
                               info->lock_delay_ms;
         zk->DeleteMarked(path, lock_path, EncodeLockMark("", until), "",
-                         [deleted](ZkCode del, ZkCode) { deleted(del); });
+                         [deleted, holder](ZkCode del, ZkCode) { deleted(del, holder); });
       });
     }
   }
@@ -119,22 +135,26 @@ void RemoteRenew(ZkSession* zk, const std::string& path, int attempts,
 
 }  // namespace
 
-void LockEngine::WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
-                             const std::string& reason, int attempts,
-                             std::function<void(absl::Status)> done) {
+void LockEngine::WriteRevoke(
+    ZkSession* zk, const std::string& path, const std::string& requester,
+    const std::string& reason, int attempts,
+    std::function<void(absl::Status, const std::string& holder_identity)> done) {
   zk->GetData(path, nullptr, [=](ZkCode code, const std::string& data, const ZkStat& stat) {
-    if (code == ZkCode::kNoNode) return done(absl::NotFoundError("the lease is gone"));
+    if (code == ZkCode::kNoNode) return done(absl::NotFoundError("the lease is gone"), "");
     if (code != ZkCode::kOk) {
-      return done(absl::UnavailableError(absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+      return done(absl::UnavailableError(absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))),
+                  "");
     }
     absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
     if (!info.ok()) {
-      return done(absl::FailedPreconditionError(
-          absl::StrCat("the lease's node was not written by turnstile: ", info.status().message())));
+      return done(absl::FailedPreconditionError(absl::StrCat(
+                      "the lease's node was not written by turnstile: ", info.status().message())),
+                  "");
     }
     ++info->revoke_id;
     info->revoke_by = requester;
     info->revoke_reason = reason;
+    const std::string holder = info->identity;
     zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
       if (code == ZkCode::kOk) {
         {
@@ -142,46 +162,46 @@ void LockEngine::WriteRevoke(ZkSession* zk, const std::string& path, const std::
           ++stats_.revokes_requested;
           if (observer_) observer_->OnRevokeRequested();
         }
-        done(absl::OkStatus());
+        done(absl::OkStatus(), holder);
       } else if (code == ZkCode::kBadVersion && attempts > 1) {
         WriteRevoke(zk, path, requester, reason, attempts - 1, done);
       } else if (code == ZkCode::kNoNode) {
-        done(absl::NotFoundError("the lease is gone"));
+        done(absl::NotFoundError("the lease is gone"), "");
       } else {
-        done(absl::UnavailableError(absl::StrCat("ZooKeeper write failed: ", ZkCodeName(code))));
+        done(absl::UnavailableError(absl::StrCat("ZooKeeper write failed: ", ZkCodeName(code))), "");
       }
     });
   });
 }
 
-void LockEngine::Revoke(const std::string& lease_id, const std::string& requester,
-                        const std::string& reason, std::function<void(absl::Status)> done,
-                        const std::string& identity) {
+void LockEngine::Revoke(
+    const std::string& lease_id, const std::string& requester, const std::string& reason,
+    std::function<void(absl::Status, const std::string& holder_identity)> done,
+    const std::string& identity) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
-  if (!lease.ok()) return done(lease.status());
+  if (!lease.ok()) return done(lease.status(), "");
   if (requester.size() > options_.limits.max_owner_bytes) {
     return done(absl::InvalidArgumentError(absl::StrCat(
-        "requester is ", requester.size(), " bytes; the limit is ", options_.limits.max_owner_bytes)));
+                    "requester is ", requester.size(), " bytes; the limit is ",
+                    options_.limits.max_owner_bytes)),
+                "");
   }
   if (reason.size() > kMaxRevokeReasonBytes) {
     return done(absl::InvalidArgumentError(absl::StrCat(
-        "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes)));
+                    "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes)),
+                "");
   }
   SessionSlot* slot = SlotOf(lease->lock_segment);
   if (!slot->zk->connected()) {
-    return done(absl::UnavailableError("replica has no ZooKeeper session"));
+    return done(absl::UnavailableError("replica has no ZooKeeper session"), "");
   }
-  const std::string shown =
-      identity.empty() || requester.empty() || requester == identity
-          ? (identity.empty() ? requester : identity)
-          : absl::StrCat(identity, " (says \"", requester, "\")");
-  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), shown, reason, 5,
-              [done, lease_id](absl::Status s) {
+  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), ShownRequester(identity, requester),
+              reason, 5, [done, lease_id](absl::Status s, const std::string& holder) {
                 if (absl::IsNotFound(s)) {
                   s = absl::NotFoundError(absl::StrCat(
                       "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
                 }
-                done(s);
+                done(s, holder);
               });
 }
 
@@ -207,7 +227,8 @@ void LockEngine::RequestRevokeOfHolders(Contender* c) {
     stop = e.kind != ContenderKind::kShared;  // an exclusive front holds alone
   });
   for (const std::string& path : paths) {
-    WriteRevoke(c->zk(), path, c->params.owner, c->params.revoke_reason, 5, [](absl::Status) {});
+    WriteRevoke(c->zk(), path, ShownRequester(c->params.identity, c->params.owner),
+                c->params.revoke_reason, 5, [](absl::Status, const std::string&) {});
   }
 }
 

@@ -506,6 +506,13 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
         "contender info: missing one of owner, replica_id, started_unix_ms, "
         "ttl_ms");
   }
+  // A requester or reason without a request means nothing (the encoder
+  // writes them only with revoke_id > 0): dropped, so that decoding and
+  // re-encoding agree (found by tests/fuzz/fuzz_lease_id).
+  if (info.revoke_id == 0) {
+    info.revoke_by.clear();
+    info.revoke_reason.clear();
+  }
   return info;
 }
 

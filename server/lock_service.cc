@@ -1,5 +1,7 @@
 #include "server/lock_service.h"
 
+#include "server/acquire_proto.h"
+
 #include <atomic>
 #include <list>
 #include <memory>
@@ -22,37 +24,6 @@ void SetDuration(Millis d, google::protobuf::Duration* out) {
 }
 
 // Durations beyond ~31 years are clamped (they fail range checks anyway).
-Millis FromDuration(const google::protobuf::Duration& d) {
-  constexpr int64_t kMaxSeconds = int64_t{1} << 30;
-  int64_t s = std::max(-kMaxSeconds, std::min(kMaxSeconds, d.seconds()));
-  return Millis(s * 1000 + d.nanos() / 1000000);
-}
-
-absl::StatusOr<AcquireParams> ToParams(const v1::AcquireOpen& open) {
-  AcquireParams p;
-  p.name = open.name();
-  p.owner = open.owner();
-  p.metadata.insert(open.metadata().begin(), open.metadata().end());
-  p.wait_timeout = FromDuration(open.wait_timeout());
-  p.ttl = FromDuration(open.ttl());
-  p.revoke_holders = open.revoke_holders();
-  p.lock_delay = FromDuration(open.lock_delay());
-  p.revoke_reason = open.revoke_reason();
-  switch (open.kind()) {
-    case v1::LOCK_KIND_UNSPECIFIED:
-    case v1::LOCK_KIND_EXCLUSIVE:
-      p.kind = ContenderKind::kExclusive;
-      break;
-    case v1::LOCK_KIND_SHARED:
-      p.kind = ContenderKind::kShared;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("kind: unknown value ", open.kind()));
-  }
-  return p;
-}
-
 v1::AcquireEvent ToProto(const LockEvent& e) {
   v1::AcquireEvent out;
   switch (e.type) {
@@ -232,7 +203,7 @@ class AcquireReactor final
         FinishAfterWrites(ToGrpc(identity_.status()));
         return;
       }
-      absl::StatusOr<AcquireParams> p = ToParams(req_.open());
+      absl::StatusOr<AcquireParams> p = AcquireParamsFromProto(req_.open());
       if (p.ok()) {
         absl::Status allowed = svc_->Authorize(*identity_, AuthzAction::kAcquire, p->name);
         if (allowed.ok() && p->revoke_holders) {
@@ -520,11 +491,12 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRelease, req->lease_id()) : who.status();
   if (Refused(reactor, "Release", allowed)) return reactor;
-  engine_->ReleaseLease(req->lease_id(), [this, reactor, who = *who,
-                                          lease = req->lease_id()](absl::Status s) {
-    // Ending a hold from outside its stream: audited (a holder's own
-    // release goes through its stream).
-    if (s.ok() && verifier_ != nullptr) AuditLog("release_by_lease_id", who, "release", lease, "");
+  engine_->ReleaseLease(req->lease_id(), [this, reactor, who = *who, lease = req->lease_id()](
+                                             absl::Status s, const std::string& holder) {
+    // A hold ended by someone else than its holder: audited.
+    if (s.ok() && verifier_ != nullptr && holder != who) {
+      AuditLog("release_by_other", who, "release", lease, absl::StrCat("holder ", holder));
+    }
     grpc::Status g = ToGrpc(s);
     NoteRequest("Release", g.error_code());
     reactor->Finish(g);
@@ -540,8 +512,12 @@ grpc::ServerUnaryReactor* LockServiceImpl::Revoke(
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRevoke, req->lease_id()) : who.status();
   if (Refused(reactor, "Revoke", allowed)) return reactor;
   engine_->Revoke(req->lease_id(), req->requester(), req->reason(),
-                  [this, reactor, who = *who, lease = req->lease_id()](absl::Status s) {
-                    if (s.ok() && verifier_ != nullptr) AuditLog("revoke", who, "revoke", lease, "");
+                  [this, reactor, who = *who, lease = req->lease_id()](
+                      absl::Status s, const std::string& holder) {
+                    if (s.ok() && verifier_ != nullptr && holder != who) {
+                      AuditLog("revoke_by_other", who, "revoke", lease,
+                               absl::StrCat("holder ", holder));
+                    }
                     grpc::Status g = ToGrpc(s);
                     NoteRequest("Revoke", g.error_code());
                     reactor->Finish(g);

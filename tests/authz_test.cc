@@ -524,6 +524,69 @@ TEST_F(AuthzTest, SighupReloadsThePolicyOfATurnstiledProcess) {
   EXPECT_TRUE(p->Wait(milliseconds(20000)));
 }
 
+// The audit log (stderr of turnstiled, one JSON line each): a refused call,
+// and a release by lease id by someone other than the holder -- not a
+// holder releasing its own lease.
+TEST_F(AuthzTest, AuditLinesForRefusalsAndReleasesBySomeoneElse) {
+  auto p = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen 127.0.0.1:0 --log-level error "
+                    "--metrics-listen '' --zk '", connect_, "' --zk-root '", UniqueRoot("audit"),
+                    "' --tls-cert-file '", server_.cert, "' --tls-key-file '", server_.key,
+                    "' --tls-client-ca-file '", pki_.ca_file(), "' --authz-file '", policy_file_,
+                    "' 2>&1")});
+  ASSERT_TRUE(p);
+  auto line = p->AwaitLine("turnstiled", milliseconds(20000));
+  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos) << line.value_or("");
+  std::string address = line->substr(line->find("listening on ") + 13);
+  address = address.substr(0, address.find(' '));
+  auto stub = [&](const std::string& id) {
+    const auto& f = Client(id);
+    auto creds = client::MakeChannelCredentials({pki_.ca_file(), f.cert, f.key});
+    EXPECT_TRUE(creds.ok());
+    return v1::LockService::NewStub(grpc::CreateChannel(address, *creds));
+  };
+  auto batch = stub(kBatch), admin = stub(kAdmin), retired = stub(kRetired);
+  auto release = [](v1::LockService::Stub* s, const std::string& lease) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ReleaseRequest req;
+    req.set_lease_id(lease);
+    v1::ReleaseResponse resp;
+    return s->Release(&ctx, req, &resp);
+  };
+  std::optional<AcquireEvent> held;
+  ASSERT_TRUE(WaitFor([&] {
+    AcquireStream probe(batch.get(), Open("payments/batch/job", milliseconds(2000)));
+    held = probe.Await(AcquireEvent::ACQUIRED, milliseconds(3000));
+    if (held) EXPECT_TRUE(release(batch.get(), held->acquired().lease_id()).ok());  // its own
+    return held.has_value();
+  }, milliseconds(20000)));
+  // Refused: audited.
+  EXPECT_EQ(Describe(retired.get(), "payments/batch/job").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // Released by someone else: audited, naming both.
+  AcquireStream hold(batch.get(), Open("payments/batch/job", milliseconds(5000)));
+  auto got = hold.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(got);
+  ASSERT_TRUE(release(admin.get(), got->acquired().lease_id()).ok());
+
+  // The first audit line is the refusal: the holder's own release wrote none.
+  auto first = p->AwaitLine("{\"audit\"", milliseconds(10000));
+  ASSERT_TRUE(first);
+  EXPECT_NE(first->find("\"audit\":\"denied\""), std::string::npos) << *first;
+  EXPECT_NE(first->find(absl::StrCat("\"identity\":\"", kRetired, "\"")), std::string::npos) << *first;
+  EXPECT_NE(first->find("\"action\":\"describe\""), std::string::npos) << *first;
+  EXPECT_NE(first->find("\"lock\":\"payments/batch/job\""), std::string::npos) << *first;
+  auto second = p->AwaitLine("{\"audit\"", milliseconds(10000));
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->find("\"audit\":\"release_by_other\""), std::string::npos) << *second;
+  EXPECT_NE(second->find(absl::StrCat("\"identity\":\"", kAdmin, "\"")), std::string::npos) << *second;
+  EXPECT_NE(second->find(absl::StrCat("holder ", kBatch)), std::string::npos) << *second;
+  p->Signal(SIGTERM);
+  EXPECT_TRUE(p->Wait(milliseconds(20000)));
+}
+
 // The identity rule: first URI SAN, else first DNS SAN, else subject CN.
 TEST(ClientCertIdentity, UriThenDnsThenCommonName) {
   TestPki pki;

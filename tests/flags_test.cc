@@ -7,6 +7,14 @@
 namespace turnstile {
 namespace {
 
+// Found by tests/fuzz/fuzz_flags: "nan" parsed as a number and was cast to
+// an integer (undefined behaviour, a garbage duration).
+TEST(ParseDuration, RefusesNanAndInfinity) {
+  for (const char* bad : {"nan", "nanms", "-nan", "NaN", "nans", "inf", "infh", "-inf"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+}
+
 TEST(ParseDuration, Units) {
   EXPECT_EQ(ParseDuration("250ms")->count(), 250);
   EXPECT_EQ(ParseDuration("10s")->count(), 10000);

@@ -410,6 +410,27 @@ TEST(ContenderInfoTest, RenewalsAndRevocationLines) {
                                    "started_unix_ms=0\nttl_ms=0\nrenewals=-1\n").ok());
 }
 
+// Found by tests/fuzz/fuzz_lease_id: a requester or reason without a
+// request decoded to fields the encoder would not write back.
+TEST(ContenderInfoTest, RevocationTextWithoutARequestIsDropped) {
+  auto info = DecodeContenderInfo(
+      "turnstile-contender v1\nowner=a\nreplica_id=r\nstarted_unix_ms=1\nttl_ms=0\n"
+      "revoke_by=ops\nrevoke_reason=why\n");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->revoke_id, 0);
+  EXPECT_EQ(info->revoke_by, "");
+  EXPECT_EQ(info->revoke_reason, "");
+  auto again = DecodeContenderInfo(EncodeContenderInfo(*info));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->revoke_reason, info->revoke_reason);
+  // With a request they are kept.
+  auto asked = DecodeContenderInfo(
+      "turnstile-contender v1\nowner=a\nreplica_id=r\nstarted_unix_ms=1\nttl_ms=0\n"
+      "revoke_id=1\nrevoke_by=ops\nrevoke_reason=why\n");
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(asked->revoke_reason, "why");
+}
+
 TEST(ContenderInfoTest, KnownEncoding) {
   ContenderInfo info;
   info.owner = "alice=ok%\n";

@@ -419,14 +419,19 @@ from turnstile_client import Client
 c = Client(sys.argv[1])
 other = Client(sys.argv[2])
 asked = threading.Event()
+out = threading.Lock()
+def say(*words):
+    # One whole line at a time: the callback runs on the reader thread.
+    with out:
+        print(*words, flush=True)
 def on_revoke(requester, reason):
-    print("ASKED", requester, reason, flush=True)
+    say("ASKED", requester, reason)
     asked.set()
 lock = c.acquire("py-revoke", wait_timeout=30, owner="py-holder", on_revoke=on_revoke)
-print("REVOKED", other.revoke(lock.lease_id, reason="cleanup", requester="py-ops"), flush=True)
+say("REVOKED", other.revoke(lock.lease_id, reason="cleanup", requester="py-ops"))
 assert asked.wait(20)
 lock.release()
-print("GONE", other.revoke(lock.lease_id, reason="late"), flush=True)
+say("GONE", other.revoke(lock.lease_id, reason="late"))
 )PY";
   auto child = SpawnScript(script, {r1_->address(), r2_->address()});
   ASSERT_TRUE(child);

@@ -1,0 +1,54 @@
+// LockEngine::ValidateParams: every limit of an Acquire, checked before
+// anything touches ZooKeeper. Pure (no ZooKeeper, no gRPC), so it is also
+// fuzzed (tests/fuzz/fuzz_acquire_open.cc).
+#include "absl/strings/str_cat.h"
+#include "server/lock_engine.h"
+
+namespace turnstile {
+
+absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimits& lim) {
+  if (absl::Status s = ValidateLockName(p.name); !s.ok()) return s;
+  if (p.owner.size() > lim.max_owner_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner is ", p.owner.size(), " bytes; the limit is ", lim.max_owner_bytes));
+  }
+  if (p.metadata.size() > lim.max_metadata_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata has ", p.metadata.size(),
+                     " entries; the limit is ", lim.max_metadata_entries));
+  }
+  for (const auto& [k, v] : p.metadata) {
+    if (k.empty() || k.size() > lim.max_metadata_key_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata key \"", k.substr(0, 32), "\" is ", k.size(),
+                       " bytes; keys must be 1..", lim.max_metadata_key_bytes));
+    }
+    if (v.size() > lim.max_metadata_value_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata value for \"", k, "\" is ", v.size(),
+                       " bytes; the limit is ", lim.max_metadata_value_bytes));
+    }
+  }
+  if (p.wait_timeout < Millis(0) || p.wait_timeout > lim.max_wait_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_timeout is ", p.wait_timeout.count(), "ms; it must be 0..",
+        lim.max_wait_timeout.count(), "ms"));
+  }
+  if (p.ttl != Millis(0) && (p.ttl < lim.min_ttl || p.ttl > lim.max_ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
+        "..", lim.max_ttl.count(), "ms"));
+  }
+  if (p.lock_delay < Millis(0) || p.lock_delay > kMaxLockDelay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lock_delay is ", p.lock_delay.count(), "ms; it must be 0..", kMaxLockDelay.count(), "ms"));
+  }
+  if (p.revoke_reason.size() > kMaxRevokeReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "revoke_reason is ", p.revoke_reason.size(), " bytes; the limit is ",
+        kMaxRevokeReasonBytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace turnstile

@@ -1,0 +1,25 @@
+// The authorization policy file (--authz-file; from a ConfigMap an operator
+// edits) and the decision on it. Invariants: a parsed policy decides every
+// call without crashing; an identity matched by a deny rule of the most
+// specific kind is never allowed.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "server/authz.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string in(reinterpret_cast<const char*>(data), size);
+  auto p = turnstile::AuthzPolicy::Parse(in);
+  // The input also as a glob pattern and as an identity.
+  (void)turnstile::IdentityMatches(in, "spiffe://example.org/ns/a/sa/b");
+  (void)turnstile::IdentityMatches("spiffe://*/ns/*/sa/*", in);
+  if (!p.ok()) return 0;
+  for (int a = 0; a < turnstile::kAuthzActionCount; ++a) {
+    const auto action = static_cast<turnstile::AuthzAction>(a);
+    (void)(*p)->Check("spiffe://example.org/ns/a/sa/b", action, "payments/x");
+    (void)(*p)->Check(in, action, in);
+    (void)(*p)->MayAllowUnder(in, action, "");
+  }
+  return 0;
+}
