@@ -63,6 +63,9 @@ struct LockEngine::Contender {
   bool stalled = false;    // an operation failed with connection loss
   bool abandoned = false;  // ended while its create was in flight
   bool suspended = false;
+  // Its own node was seen deleted; a sync is telling whether the session
+  // itself ended (LoseGoneNode). No STILL_HELD meanwhile.
+  bool node_gone = false;
   bool announced = false;  // kHeld and told ACQUIRED (see Grant)
   std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
   int create_attempts = 0;

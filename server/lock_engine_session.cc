@@ -135,7 +135,10 @@ void LockEngine::OnContact(SessionSlot* slot) {
   const auto now = Clock::now();
   const Millis interval = HeartbeatInterval(*slot);
   for (auto& [id, c] : contenders_) {
-    if (c->slot != slot || c->state != State::kHeld || !c->announced || c->suspended) continue;
+    if (c->slot != slot || c->state != State::kHeld || !c->announced || c->suspended ||
+        c->node_gone) {
+      continue;
+    }
     if (now - c->refreshed_at < interval / 2) continue;  // told just now
     c->refreshed_at = now;
     LockEvent ev;
@@ -173,7 +176,32 @@ void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
          "(paused or cut off): its session expired and the lock's node went with it");
     return;
   }
-  Lose(c, LostReason::kDeleted, deleted_message);
+  // Contact looked fine, yet the node is gone: someone deleted it (Release
+  // by lease id), or the session itself just ended -- a session closed
+  // while this replica's connection held it delivers the deletion of its
+  // own ephemeral node a moment before the session event. One sync tells
+  // them apart (only a live session completes it), at the price of one
+  // round trip before LOST; never name a Release that did not happen.
+  if (c->node_gone) return;  // already asking
+  c->node_gone = true;
+  const uint64_t id = c->id;
+  const std::string message = deleted_message;
+  c->zk()->Sync(c->lock_path, [this, id, message](ZkCode code) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (!c->node_gone || !c->sink) return;  // ended meanwhile
+      if (code == ZkCode::kOk) {
+        Lose(c, LostReason::kDeleted, message);
+      } else {
+        Lose(c, LostReason::kSessionExpired,
+             "this replica's ZooKeeper session ended and the lock's node went with it");
+      }
+    }
+    Deliver();
+  });
 }
 
 // The session is back: tell a suspended holder RESUMED if its node still
