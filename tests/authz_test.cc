@@ -119,14 +119,39 @@ class AuthzTest : public ::testing::Test {
     return certs_[key] = pki_.Issue(absl::StrCat("client", certs_.size()), spec);
   }
 
-  std::unique_ptr<v1::LockService::Stub> StubWith(const client::TlsFiles& files) {
+  std::unique_ptr<v1::LockService::Stub> StubWith(const client::TlsFiles& files,
+                                                   const std::string& address) {
     auto creds = client::MakeChannelCredentials(files);
     EXPECT_TRUE(creds.ok()) << creds.status();
-    return v1::LockService::NewStub(grpc::CreateChannel(address_, *creds));
+    return v1::LockService::NewStub(grpc::CreateChannel(address, *creds));
+  }
+  std::unique_ptr<v1::LockService::Stub> StubWith(const client::TlsFiles& files) {
+    return StubWith(files, address_);
+  }
+  std::unique_ptr<v1::LockService::Stub> StubAt(const std::string& address,
+                                                 const std::string& identity) {
+    const auto& f = Client(identity);
+    return StubWith({pki_.ca_file(), f.cert, f.key}, address);
   }
   std::unique_ptr<v1::LockService::Stub> StubAs(const std::string& identity) {
-    const auto& f = Client(identity);
-    return StubWith({pki_.ca_file(), f.cert, f.key});
+    return StubAt(address_, identity);
+  }
+
+  // A turnstiled process with mutual TLS and `policy`; its stderr (the
+  // audit log) is read with its stdout. Its address, "" if it did not start.
+  std::string SpawnTlsReplica(const std::string& policy, std::unique_ptr<ChildProcess>* p) {
+    *p = ChildProcess::Spawn(
+        {"/bin/sh", "-c",
+         absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen 127.0.0.1:0 --log-level error "
+                      "--metrics-listen '' --zk '", connect_, "' --zk-root '", UniqueRoot("proc"),
+                      "' --tls-cert-file '", server_.cert, "' --tls-key-file '", server_.key,
+                      "' --tls-client-ca-file '", pki_.ca_file(), "' --authz-file '", policy,
+                      "' 2>&1")});
+    if (!*p) return "";
+    auto line = (*p)->AwaitLine("turnstiled ", milliseconds(20000));  // "turnstiled <id> listening on"
+    if (!line || line->find("listening on ") == std::string::npos) return "";
+    std::string address = line->substr(line->find("listening on ") + 13);
+    return address.substr(0, address.find(' '));
   }
 
   static v1::AcquireOpen Open(const std::string& name, milliseconds wait = milliseconds(0),
@@ -482,20 +507,10 @@ TEST_F(AuthzTest, SighupReloadsThePolicyOfATurnstiledProcess) {
   after.replace(after.find("\"list\"    "), 10, "\"describe\"");
   ASSERT_EQ(before.size(), after.size());
   std::ofstream(file) << before;
-  auto p = ChildProcess::Spawn({TestBinary("turnstiled"), "--listen", "127.0.0.1:0", "--log-level",
-                                "error", "--metrics-listen", "", "--zk", connect_, "--zk-root",
-                                UniqueRoot("sighup"), "--tls-cert-file", server_.cert,
-                                "--tls-key-file", server_.key, "--tls-client-ca-file",
-                                pki_.ca_file(), "--authz-file", file});
-  ASSERT_TRUE(p);
-  auto line = p->AwaitLine("turnstiled", milliseconds(20000));
-  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos);
-  std::string address = line->substr(line->find("listening on ") + 13);
-  address = address.substr(0, address.find(' '));
-  const auto& api = Client(kApi);
-  auto creds = client::MakeChannelCredentials({pki_.ca_file(), api.cert, api.key});
-  ASSERT_TRUE(creds.ok());
-  auto stub = v1::LockService::NewStub(grpc::CreateChannel(address, *creds));
+  std::unique_ptr<ChildProcess> p;
+  const std::string address = SpawnTlsReplica(file, &p);
+  ASSERT_FALSE(address.empty());
+  auto stub = StubAt(address, kApi);
   auto list = [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -528,25 +543,11 @@ TEST_F(AuthzTest, SighupReloadsThePolicyOfATurnstiledProcess) {
 // and a release by lease id by someone other than the holder -- not a
 // holder releasing its own lease.
 TEST_F(AuthzTest, AuditLinesForRefusalsAndReleasesBySomeoneElse) {
-  auto p = ChildProcess::Spawn(
-      {"/bin/sh", "-c",
-       absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen 127.0.0.1:0 --log-level error "
-                    "--metrics-listen '' --zk '", connect_, "' --zk-root '", UniqueRoot("audit"),
-                    "' --tls-cert-file '", server_.cert, "' --tls-key-file '", server_.key,
-                    "' --tls-client-ca-file '", pki_.ca_file(), "' --authz-file '", policy_file_,
-                    "' 2>&1")});
-  ASSERT_TRUE(p);
-  auto line = p->AwaitLine("turnstiled", milliseconds(20000));
-  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos) << line.value_or("");
-  std::string address = line->substr(line->find("listening on ") + 13);
-  address = address.substr(0, address.find(' '));
-  auto stub = [&](const std::string& id) {
-    const auto& f = Client(id);
-    auto creds = client::MakeChannelCredentials({pki_.ca_file(), f.cert, f.key});
-    EXPECT_TRUE(creds.ok());
-    return v1::LockService::NewStub(grpc::CreateChannel(address, *creds));
-  };
-  auto batch = stub(kBatch), admin = stub(kAdmin), retired = stub(kRetired);
+  std::unique_ptr<ChildProcess> p;
+  const std::string address = SpawnTlsReplica(policy_file_, &p);
+  ASSERT_FALSE(address.empty());
+  auto batch = StubAt(address, kBatch), admin = StubAt(address, kAdmin),
+       retired = StubAt(address, kRetired);
   auto release = [](v1::LockService::Stub* s, const std::string& lease) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
