@@ -17,6 +17,7 @@
 #include <grpcpp/security/auth_context.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -36,6 +37,63 @@ constexpr uint32_t kAllActions = (1u << kAuthzActionCount) - 1;
 int IdentitySpecificity(absl::string_view pattern) {
   if (pattern.find('*') == absl::string_view::npos) return INT_MAX;
   return static_cast<int>(pattern.size() - std::count(pattern.begin(), pattern.end(), '*'));
+}
+
+// protobuf's JSON errors quote the input: a syntax error ends with about 20
+// bytes either side of the error and a caret line, a field error names the
+// field, a value error the value. A file given by mistake (a ZooKeeper
+// digest "digest:user:PASSWORD", a key) must not reach a log that way, so
+// only the kind of error and where it is are kept: the byte offset, line and
+// column for a syntax error (found by locating the quoted context in the
+// input), the field path for the others.
+std::string DescribeJsonError(absl::string_view json, const std::string& pb) {
+  const size_t nl = pb.find('\n');
+  if (nl != std::string::npos) {
+    const std::string message = pb.substr(0, nl);
+    const size_t last_nl = pb.rfind('\n');
+    std::string where = "at an unknown position";
+    if (last_nl > nl) {
+      const std::string context = pb.substr(nl + 1, last_nl - nl - 1);
+      const size_t caret = pb.size() - last_nl - 2;  // spaces before '^'
+      const size_t at = json.find(context);
+      if (at != absl::string_view::npos && caret <= context.size()) {
+        const size_t offset = at + caret;
+        const size_t line = 1 + std::count(json.begin(), json.begin() + offset, '\n');
+        const size_t line_start = json.rfind('\n', offset == 0 ? 0 : offset - 1);
+        const size_t column =
+            offset - (line_start == absl::string_view::npos || offset == 0 ? 0 : line_start + 1) + 1;
+        where = absl::StrCat("at byte offset ", offset, " (line ", line, ", column ", column, ")");
+      }
+    }
+    // The parser's own sentence ("Unexpected token.") quotes nothing; keep
+    // it only if it has no quote, to be sure.
+    const bool plain = message.find_first_of("\"'`") == std::string::npos && message.size() < 80;
+    return absl::StrCat("syntax error ", where, plain ? absl::StrCat(": ", message) : "");
+  }
+  // "(rules[0].identities): invalid value 5 for type TYPE_STRING",
+  // "(rules[0]) name: Cannot find field.", "name: Cannot find field."
+  std::string path;
+  if (!pb.empty() && pb[0] == '(') {
+    const size_t close = pb.find(')');
+    if (close != std::string::npos) path = pb.substr(1, close - 1);
+  }
+  const bool path_is_plain = path.find_first_of("\"'` ") == std::string::npos && path.size() < 80;
+  const std::string in = path.empty() || !path_is_plain ? "at the top level" : "in " + path;
+  if (absl::StrContains(pb, "Cannot find field")) {
+    return absl::StrCat("an unknown field ", in,
+                        " (known: rules; in a rule: identities, locks, actions, admin, deny, "
+                        "description)");
+  }
+  if (absl::StrContains(pb, "invalid value")) {
+    const size_t t = pb.rfind("for type TYPE_");
+    std::string type = t == std::string::npos ? "" : absl::AsciiStrToLower(pb.substr(t + 14));
+    if (type.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos) {
+      type.clear();
+    }
+    return absl::StrCat("a value of the wrong type ", in,
+                        type.empty() ? "" : absl::StrCat(" (expected ", type, ")"));
+  }
+  return absl::StrCat("a value the format does not allow ", in);
 }
 
 }  // namespace
@@ -69,31 +127,37 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
   opts.ignore_unknown_fields = false;
   auto st = google::protobuf::util::JsonStringToMessage(std::string(json), &msg, opts);
   if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("policy is not valid JSON of the AuthzPolicy format: ", st.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not valid JSON of the AuthzPolicy format: ",
+        DescribeJsonError(json, std::string(st.message().data(), st.message().size()))));
   }
   auto p = std::shared_ptr<AuthzPolicy>(new AuthzPolicy());
   for (int i = 0; i < msg.rules_size(); ++i) {
     const v1::AuthzRule& r = msg.rules(i);
     Rule rule;
-    rule.label = absl::StrCat("rule ", i + 1);
+    // Errors name the rule by number only: nothing read from the file is
+    // echoed (a wrong file may hold a secret). A valid rule's description
+    // is shown when it decides (its label).
+    const std::string where = absl::StrCat("rule ", i + 1);
+    rule.label = where;
     if (!r.description().empty()) absl::StrAppend(&rule.label, " (", r.description(), ")");
     if (r.identities().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(rule.label, ": \"identities\" is empty"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": \"identities\" is empty"));
     }
     for (const auto& id : r.identities()) {
       if (id.empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(rule.label, ": an empty identity pattern (use \"*\" for anyone)"));
+            absl::StrCat(where, ": an empty identity pattern (use \"*\" for anyone)"));
       }
       rule.identities.push_back(id);
     }
     if (r.locks().empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(rule.label, ": \"locks\" is empty (\"\" means every lock)"));
+          absl::StrCat(where, ": \"locks\" is empty (\"\" means every lock)"));
     }
     rule.locks.assign(r.locks().begin(), r.locks().end());
-    for (const auto& a : r.actions()) {
+    for (int j = 0; j < r.actions_size(); ++j) {
+      const std::string& a = r.actions(j);
       if (a == "*") {
         rule.actions = kAllActions;
         continue;
@@ -101,8 +165,9 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
       auto it = std::find(std::begin(kActionNames), std::end(kActionNames), a);
       if (it == std::end(kActionNames)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            rule.label, ": unknown action \"", a,
-            "\" (known: acquire, describe, list, release, revoke, keepalive, *)"));
+            where, ": actions[", j,
+            "] is not a known action (known: acquire, describe, list, release, revoke, "
+            "keepalive, *)"));
       }
       rule.actions |= 1u << (it - std::begin(kActionNames));
     }
@@ -114,7 +179,7 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
     }
     if (!rule.deny && rule.actions == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(rule.label, ": grants nothing (give actions, admin, or deny)"));
+          absl::StrCat(where, ": grants nothing (give actions, admin, or deny)"));
     }
     p->rules_.push_back(std::move(rule));
   }
@@ -144,20 +209,24 @@ AuthzPolicy::Decision AuthzPolicy::Check(absl::string_view identity, AuthzAction
     }
   }
   if (best == nullptr) return {false, "no rule matches"};
-  if (best->deny) return {false, absl::StrCat(best->label, " denies")};
+  if (best->deny) return {false, absl::StrCat(best->label, " denies"), true};
   const bool ok = (best->actions >> static_cast<int>(action)) & 1u;
   return {ok, absl::StrCat(best->label, ok ? " allows" : " does not allow this action")};
 }
 
 bool AuthzPolicy::MayAllowUnder(absl::string_view identity, AuthzAction action,
                                 absl::string_view prefix) const {
+  // A name under `prefix` can be allowed only by an allow rule for the
+  // caller whose own prefix extends `prefix` and which wins there (a deny
+  // for the caller that is as specific or more shadows it). A rule whose
+  // prefix is shorter than `prefix` decides `prefix` itself: see Check.
   for (const Rule& r : rules_) {
     if (r.deny || !((r.actions >> static_cast<int>(action)) & 1u)) continue;
     bool id = false;
     for (const auto& pat : r.identities) id = id || IdentityMatches(pat, identity);
     if (!id) continue;
     for (const auto& l : r.locks) {
-      if (absl::StartsWith(l, prefix) || absl::StartsWith(prefix, l)) return true;
+      if (absl::StartsWith(l, prefix) && Check(identity, action, l).allowed) return true;
     }
   }
   return false;

@@ -38,10 +38,13 @@ class AuthzPolicy {
   struct Decision {
     bool allowed = false;
     std::string why;  // which rule decided, or "no rule matches"
+    bool by_deny_rule = false;  // refused by a deny rule (not by default)
   };
   Decision Check(absl::string_view identity, AuthzAction action, absl::string_view lock) const;
-  // Whether some rule could allow `action` on a lock name starting with
-  // `prefix` (List's early refusal; the names are then checked one by one).
+  // Whether some allow rule for `identity` whose prefix extends `prefix`
+  // wins at its own prefix, so that a name under `prefix` may be allowed
+  // although `prefix` itself is not (List of a partly visible prefix; the
+  // names are then checked one by one).
   bool MayAllowUnder(absl::string_view identity, AuthzAction action,
                      absl::string_view prefix) const;
   size_t rule_count() const { return rules_.size(); }

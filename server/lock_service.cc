@@ -561,11 +561,16 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
   absl::StatusOr<std::string> who = Authenticate(ctx, "List");
   std::shared_ptr<const AuthzPolicy> policy = this->policy();
   absl::Status allowed = who.status();
-  if (who.ok() && policy != nullptr &&
-      !policy->MayAllowUnder(*who, AuthzAction::kList, req->prefix())) {
-    // No rule could allow any name under the prefix: refused before
-    // ZooKeeper, like every other call.
-    allowed = Authorize(*who, AuthzAction::kList, req->prefix());
+  if (who.ok() && policy != nullptr) {
+    // Decided for the prefix by the rule that wins there, like every other
+    // action: a deny rule refuses (audited) however many names would be
+    // visible; a prefix no rule allows is refused unless a more specific
+    // rule allows part of it (then the names are filtered one by one).
+    AuthzPolicy::Decision d = policy->Check(*who, AuthzAction::kList, req->prefix());
+    if (d.by_deny_rule ||
+        (!d.allowed && !policy->MayAllowUnder(*who, AuthzAction::kList, req->prefix()))) {
+      allowed = Authorize(*who, AuthzAction::kList, req->prefix());
+    }
   }
   if (Refused(reactor, "List", allowed)) return reactor;
   engine_->List(req->prefix(), req->limit(), [this, reactor, resp, policy,

@@ -2,7 +2,12 @@
 
 #include "server/authz.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #ifdef __GLIBC__
 #include <malloc.h>  // malloc_trim
 #endif
@@ -33,6 +38,40 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Why gRPC could not bind `listen` (it only logs the reason): one bind of
+// our own, without SO_REUSEPORT, names the usual cause.
+std::string ListenFailureReason(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return "";
+  std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) {
+    return absl::StrCat(": cannot resolve \"", host, "\"");
+  }
+  std::string why;
+  const int fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+  if (fd >= 0) {
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
+      const int err = errno;
+      why = err == EADDRINUSE
+                ? ": address already in use (is another turnstiled or other server listening "
+                  "there?)"
+                : absl::StrCat(": ", std::strerror(err));
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return why;
 }
 
 std::string DefaultReplicaId() {
@@ -192,11 +231,16 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     creds = grpc::SslServerCredentials(ssl);
   }
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second replica given the same
+  // --listen would bind too and silently take a share of the connections.
+  // Without it, the second one fails to start with "address in use".
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(c.listen, creds, &r->port_);
   builder.RegisterService(r->service_.get());
   r->server_ = builder.BuildAndStart();
   if (r->server_ == nullptr || r->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.listen));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", c.listen, ListenFailureReason(c.listen)));
   }
   // Health: service "" (readiness) is SERVING only while the ZooKeeper
   // session is up and the replica is not draining; service "liveness" is

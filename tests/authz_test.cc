@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/lib/tls.h"
@@ -584,6 +585,154 @@ TEST_F(AuthzTest, AuditLinesForRefusalsAndReleasesBySomeoneElse) {
   EXPECT_NE(second->find("\"audit\":\"release_by_other\""), std::string::npos) << *second;
   EXPECT_NE(second->find(absl::StrCat("\"identity\":\"", kAdmin, "\"")), std::string::npos) << *second;
   EXPECT_NE(second->find(absl::StrCat("holder ", kBatch)), std::string::npos) << *second;
+  p->Signal(SIGTERM);
+  EXPECT_TRUE(p->Wait(milliseconds(20000)));
+}
+
+// Issue 19 (2): List is decided for its prefix by the rule that wins there.
+// A deny rule refuses it, audited, even where a broader allow rule (here
+// the payments team's glob) would show names; likewise a deny that ties an
+// allow on the same prefix. A partly visible prefix is still filtered.
+TEST_F(AuthzTest, ListByADeniedIdentityIsRefusedAndAudited) {
+  constexpr char kTied[] = "spiffe://acme.test/team/ties/job";
+  std::string policy = kPolicy;
+  policy.insert(policy.rfind(']'),
+                absl::StrCat(R"(, {"identities": [")", kTied,
+                             R"("], "locks": ["payments/"], "actions": ["list"]},)",
+                             R"( {"identities": [")", kTied, R"("], "locks": ["payments/"], "deny": true})"));
+  const std::string file = pki_.dir() + "/list-policy.json";
+  std::ofstream(file) << policy;
+  std::unique_ptr<ChildProcess> p;
+  const std::string address = SpawnTlsReplica(file, &p);
+  ASSERT_FALSE(address.empty());
+  auto admin = StubAt(address, kAdmin);
+  Hold h1 = AdminHold(admin.get(), "payments/api-lock");
+  Hold h2 = AdminHold(admin.get(), "other/x");
+  auto list = [](v1::LockService::Stub* s, const std::string& prefix,
+                 std::vector<std::string>* names = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListRequest req;
+    req.set_prefix(prefix);
+    req.set_limit(1000);
+    v1::ListResponse resp;
+    grpc::Status st = s->List(&ctx, req, &resp);
+    if (names) names->assign(resp.names().begin(), resp.names().end());
+    return st;
+  };
+  struct Case {
+    const char* identity;
+    std::string prefix;
+  };
+  const std::vector<Case> refused = {{kRetired, ""},         {kRetired, "payments/"},
+                                     {kRetired, "payments/x"}, {kTied, "payments/"},
+                                     {kTied, "payments/api"},  {kTied, ""}};
+  for (const auto& c : refused) {
+    auto stub = StubAt(address, c.identity);
+    std::vector<std::string> names;
+    grpc::Status st = list(stub.get(), c.prefix, &names);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << c.identity << " prefix \"" << c.prefix << "\": " << st.error_message() << " ("
+        << names.size() << " names)";
+    EXPECT_NE(st.error_message().find(c.identity), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("may not list"), std::string::npos) << st.error_message();
+    // Its audit line, naming the identity and the prefix.
+    auto line = p->AwaitLine("{\"audit\"", milliseconds(10000));
+    ASSERT_TRUE(line) << "no audit line for " << c.identity << " prefix \"" << c.prefix << "\"";
+    EXPECT_NE(line->find("\"audit\":\"denied\""), std::string::npos) << *line;
+    EXPECT_NE(line->find(absl::StrCat("\"identity\":\"", c.identity, "\"")), std::string::npos)
+        << *line;
+    EXPECT_NE(line->find("\"action\":\"list\""), std::string::npos) << *line;
+    EXPECT_NE(line->find(absl::StrCat("\"lock\":\"", c.prefix, "\"")), std::string::npos) << *line;
+  }
+  // A partly visible prefix: the api job sees payments names only.
+  auto api = StubAt(address, kApi);
+  std::vector<std::string> names;
+  ASSERT_TRUE(list(api.get(), "", &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"payments/api-lock"});
+  ASSERT_TRUE(list(api.get(), "payments/", &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"payments/api-lock"});
+  // A prefix nothing allows at all: refused as before.
+  EXPECT_EQ(list(api.get(), "other/").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  h1.stream.reset();  // no holds left to drain
+  h2.stream.reset();
+  p->Signal(SIGTERM);
+  EXPECT_TRUE(p->Wait(milliseconds(20000)));
+}
+
+// Issue 19 (4): a policy file given by mistake (here a ZooKeeper digest
+// file) must not be echoed: the start-up error and the reload log line name
+// the file, where the error is, and what it is -- never the file's bytes.
+TEST_F(AuthzTest, PolicyErrorsNameTheFileAndPlaceButNeverItsContents) {
+  constexpr char kSecret[] = "S3cretPassw0rd";
+  // Syntax errors: the offset, line and column, no byte of the input.
+  struct {
+    std::string text, where;
+  } syntax[] = {
+      {absl::StrCat("digest:turnstile:", kSecret), "byte offset 0 (line 1, column 1)"},
+      {absl::StrCat("{\"rules\": [\n  {\"identities\": [\"a\"],\n   ", kSecret, "}]}"),
+       "(line 3, column 18)"},  // the bare word ends where ':' was expected
+  };
+  for (const auto& c : syntax) {
+    auto parsed = AuthzPolicy::Parse(c.text);
+    ASSERT_FALSE(parsed.ok());
+    const std::string m(parsed.status().message());
+    EXPECT_EQ(m.find(kSecret), std::string::npos) << m;
+    EXPECT_EQ(m.find("digest"), std::string::npos) << m;
+    EXPECT_NE(m.find("syntax error"), std::string::npos) << m;
+    EXPECT_NE(m.find(c.where), std::string::npos) << m;
+  }
+  // Field and value errors: the path, never the name or value.
+  for (const std::string& text : {
+           absl::StrCat(R"({"rules": [{"identities": ["a"], ")", kSecret, R"(": 1}]})"),
+           absl::StrCat(R"({")", kSecret, R"(": []})"),
+           absl::StrCat(R"({"rules": [{"identities": ["a"], "locks": [""], "deny": ")", kSecret, R"("}]})"),
+           absl::StrCat(R"({"rules": [{"identities": ["a"], "locks": [""], "actions": [")", kSecret, R"("]}]})"),
+           absl::StrCat(R"({"rules": [{"identities": ["a"], "locks": [""], "description": ")", kSecret, R"("}]})"),
+       }) {
+    auto parsed = AuthzPolicy::Parse(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    const std::string m(parsed.status().message());
+    EXPECT_EQ(m.find(kSecret), std::string::npos) << m;
+    EXPECT_TRUE(absl::StrContains(m, "rules[0]") || absl::StrContains(m, "rule 1") ||
+                absl::StrContains(m, "top level"))
+        << m;
+  }
+
+  // A turnstiled process refuses to start on it, naming the file.
+  const std::string digest = pki_.dir() + "/zk.digest";
+  std::ofstream(digest) << "digest:turnstile:" << kSecret << "\n";
+  auto start = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen 127.0.0.1:0 --metrics-listen '' --zk '",
+                    connect_, "' --zk-root '", UniqueRoot("proc"), "' --tls-cert-file '", server_.cert,
+                    "' --tls-key-file '", server_.key, "' --tls-client-ca-file '", pki_.ca_file(),
+                    "' --authz-file '", digest, "' 2>&1")});
+  ASSERT_TRUE(start);
+  std::string out;
+  while (auto line = start->ReadLine(milliseconds(20000))) out += *line + "\n";
+  auto rc = start->Wait(milliseconds(20000));
+  ASSERT_TRUE(rc);
+  EXPECT_NE(*rc, 0) << out;
+  EXPECT_EQ(out.find(kSecret), std::string::npos) << out;
+  EXPECT_NE(out.find(digest), std::string::npos) << out;
+  EXPECT_NE(out.find("byte offset 0"), std::string::npos) << out;
+
+  // The reload log line of a running replica, likewise.
+  const std::string policy = pki_.dir() + "/reload-policy.json";
+  std::ofstream(policy) << kPolicy;
+  std::unique_ptr<ChildProcess> p;
+  ASSERT_FALSE(SpawnTlsReplica(policy, &p).empty());
+  {
+    std::ofstream(policy + ".new") << "digest:turnstile:" << kSecret << "\n";
+    ASSERT_EQ(std::rename((policy + ".new").c_str(), policy.c_str()), 0);
+  }
+  auto line = p->AwaitLine("turnstiled: authz policy", milliseconds(10000));
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("rejected"), std::string::npos) << *line;
+  EXPECT_NE(line->find(policy), std::string::npos) << *line;
+  EXPECT_NE(line->find("byte offset 0"), std::string::npos) << *line;
+  EXPECT_EQ(line->find(kSecret), std::string::npos) << *line;
   p->Signal(SIGTERM);
   EXPECT_TRUE(p->Wait(milliseconds(20000)));
 }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/lock_name.h"
+#include "server/replica.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
@@ -189,6 +190,50 @@ TEST_F(SecurityTest, ZooKeeperAuthMakesNodesCreatorOnly) {
   ASSERT_TRUE(waiter.Await(AcquireEvent::ACQUIRED));
   waiter.SendRelease();
   ASSERT_TRUE(waiter.Await(AcquireEvent::RELEASED));
+}
+
+// Issue 19 (5): gRPC's default SO_REUSEPORT let a second replica bind the
+// same --listen address and silently take a share of the connections. The
+// second one must fail to start, saying the address is in use: in-process
+// and as a turnstiled process (its exit status and message).
+TEST_F(SecurityTest, ASecondReplicaCannotListenOnTheSamePort) {
+  auto r1 = StartReplica(TestConfig(connect_, root_));
+  ASSERT_TRUE(r1);
+  const std::string taken = absl::StrCat("127.0.0.1:", r1->port());
+
+  ReplicaConfig twin = TestConfig(connect_, root_);
+  twin.listen = taken;
+  twin.metrics_listen = "";
+  auto r2 = Replica::Start(twin, nullptr);
+  ASSERT_FALSE(r2.ok()) << "a second replica bound " << taken;
+  EXPECT_EQ(r2.status().code(), absl::StatusCode::kUnavailable) << r2.status();
+  EXPECT_NE(r2.status().message().find("address already in use"), std::string::npos)
+      << r2.status();
+
+  auto p = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen ", taken,
+                    " --metrics-listen '' --zk '", connect_, "' --zk-root '", root_, "' 2>&1")});
+  ASSERT_TRUE(p);
+  std::string out;
+  for (int i = 0; i < 20; ++i) {
+    auto line = p->ReadLine(milliseconds(20000));
+    if (!line) break;
+    out += *line + "\n";
+  }
+  auto rc = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(rc) << "the second turnstiled kept running: " << out;
+  EXPECT_NE(*rc, 0) << out;
+  EXPECT_NE(out.find("address already in use"), std::string::npos) << out;
+
+  // The first replica still serves every connection.
+  auto stub = NewStub(r1->address());
+  for (int i = 0; i < 5; ++i) {
+    AcquireStream s(stub.get(), OpenMsg("reuse", milliseconds(0)));
+    ASSERT_TRUE(s.Await(AcquireEvent::ACQUIRED)) << i;
+    s.SendRelease();
+    ASSERT_TRUE(s.Await(AcquireEvent::RELEASED)) << i;
+  }
 }
 
 }  // namespace
