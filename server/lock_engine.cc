@@ -1342,6 +1342,31 @@ void LockEngine::Release(uint64_t id) {
   Deliver();
 }
 
+void LockEngine::HalfClose(uint64_t id) {
+  bool probe = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = contenders_.find(id);
+    if (it == contenders_.end()) return;
+    Contender* c = it->second.get();
+    probe = c->sink && c->state == State::kHeld && c->announced &&
+            c->params.lock_delay > Millis(0);
+    if (probe && !c->releasing_sent) {
+      // The hold stays until the adapter's Release (the event was written:
+      // the stream is alive) or Abandon (it was cancelled).
+      c->releasing_sent = true;
+      LockEvent e;
+      e.type = LockEvent::Type::kReleasing;
+      Emit(c, e);
+    }
+  }
+  if (probe) {
+    Deliver();
+    return;
+  }
+  Release(id);  // nothing to tell apart: a waiter, or no lock-delay
+}
+
 void LockEngine::Abandon(uint64_t id) {
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -75,7 +75,11 @@ const char* LostReasonName(LostReason r);
 
 struct LockEvent {
   enum class Type {
-    kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased, kStillHeld, kRevokeRequested
+    kQueued, kAcquired, kSuspended, kResumed, kLost, kReleased, kStillHeld, kRevokeRequested,
+    // The stream was half-closed by a holder with a lock-delay: the
+    // adapter writes this and calls Release once the write went through
+    // (see HalfClose).
+    kReleasing
   };
   Type type = Type::kQueued;
   // kQueued
@@ -224,6 +228,15 @@ class LockEngine {
   // then OnFinish(OK); a waiter gets OnFinish(OK) with no event. The node is
   // deleted.
   void Release(uint64_t id);
+  // The client half-closed its stream without a release message. For a
+  // holder with a lock-delay the end must be told from a broken or
+  // cancelled stream (which the adapter may report just after the failed
+  // read that looks like a half-close): the engine emits kReleasing and
+  // keeps the hold; the adapter calls Release once that event is written
+  // (the stream is alive: a clean release, no delay), or Abandon when the
+  // stream turns out cancelled (the lock-delay starts). Anything else is
+  // released at once, as by Release.
+  void HalfClose(uint64_t id);
   // The client is gone: delete the node, call nothing more on the sink.
   void Abandon(uint64_t id);
 

@@ -101,6 +101,7 @@ struct LockEngine::Contender {
   bool revoke_sent = false;  // a waiter's request to the holders was sent
   // Lock-delay.
   bool clean_end = false;    // the client asked to release (not lost)
+  bool releasing_sent = false;  // kReleasing emitted (HalfClose)
   bool mark_failed = false;  // the clean-release mark could not be written
   int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
   TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends

@@ -78,6 +78,9 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
     case LockEvent::Type::kReleased:
       out.set_type(v1::AcquireEvent::RELEASED);
       break;
+    case LockEvent::Type::kReleasing:
+      out.set_type(v1::AcquireEvent::RELEASING);
+      break;
     case LockEvent::Type::kRevokeRequested:
       out.set_type(v1::AcquireEvent::REVOKE_REQUESTED);
       out.mutable_revoke_requested()->set_requester(e.requester);
@@ -99,13 +102,11 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   // `last`: the caller's FinishAfterWrites follows at once (the engine
   // finishes a contender right after RELEASED or LOST), so the message is
   // held until then and written together with the status.
-  void Send(Resp msg, bool last = false) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (done_ || finish_) return;
-    queue_.push_back(std::move(msg));
-    if (last) hold_last_ = true;
-    PumpLocked(l);
-  }
+  void Send(Resp msg, bool last = false) { Enqueue(std::move(msg), last, false); }
+  // Like Send; once this message has gone to the transport (the stream
+  // was still open then), OnProbeWritten runs. A cancelled or broken
+  // stream fails the write instead.
+  void SendProbe(Resp msg) { Enqueue(std::move(msg), false, true); }
   void FinishAfterWrites(grpc::Status status) {
     std::unique_lock<std::mutex> l(mu_);
     if (done_ || finish_) return;
@@ -116,17 +117,28 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   void OnWriteDone(bool ok) override {
     std::unique_lock<std::mutex> l(mu_);
     writing_ = false;
+    const bool probe = current_is_probe_;
+    current_is_probe_ = false;
     current_.Clear();  // a waiter may keep its stream for hours: drop the sent payload
     if (!ok) queue_.clear();  // the stream broke; OnDone follows
     PumpLocked(l);
+    if (l.owns_lock()) l.unlock();
+    if (probe && ok) OnProbeWritten();
   }
 
  protected:
+  void Enqueue(Resp msg, bool last, bool probe) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (done_ || finish_) return;
+    queue_.push_back(Queued{std::move(msg), probe});
+    if (last) hold_last_ = true;
+    PumpLocked(l);
+  }
   void PumpLocked(std::unique_lock<std::mutex>& l) {
     if (writing_ || finished_ || done_) return;
     if (queue_.size() == 1 && finish_) {
       finished_ = true;
-      current_ = std::move(queue_.front());
+      current_ = std::move(queue_.front().msg);
       queue_.pop_front();
       grpc::Status s = *finish_;
       l.unlock();
@@ -137,7 +149,8 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
     if (queue_.size() == 1 && hold_last_) return;  // FinishAfterWrites follows
     if (!queue_.empty()) {
       writing_ = true;
-      current_ = std::move(queue_.front());
+      current_ = std::move(queue_.front().msg);
+      current_is_probe_ = queue_.front().probe;
       queue_.pop_front();
       l.unlock();
       this->StartWrite(&current_);
@@ -153,6 +166,8 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   }
   // Called once, just before Finish (metrics).
   virtual void OnFinishing(const grpc::Status&) {}
+  // A SendProbe message was written (called without mu_ held).
+  virtual void OnProbeWritten() {}
   void MarkDone() {
     std::lock_guard<std::mutex> l(mu_);
     done_ = true;
@@ -161,8 +176,13 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   std::mutex mu_;
   // A list, not a deque: an empty std::deque still holds a ~0.5 KB block,
   // and a waiting stream's queue is almost always empty.
-  std::list<Resp> queue_;              // GUARDED_BY(mu_)
+  struct Queued {
+    Resp msg;
+    bool probe;
+  };
+  std::list<Queued> queue_;            // GUARDED_BY(mu_)
   Resp current_;                       // GUARDED_BY(mu_) while !writing_
+  bool current_is_probe_ = false;      // GUARDED_BY(mu_)
   bool writing_ = false;               // GUARDED_BY(mu_)
   bool hold_last_ = false;             // GUARDED_BY(mu_) see Send
   std::optional<grpc::Status> finish_; // GUARDED_BY(mu_)
@@ -174,7 +194,7 @@ class AcquireReactor final
     : public StreamReactor<v1::AcquireRequest, v1::AcquireEvent> {
  public:
   static AcquireReactor* Create(LockServiceImpl* svc, grpc::CallbackServerContext* ctx) {
-    auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc));
+    auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc, ctx));
     r->identity_ = svc->Authenticate(ctx, "Acquire");
     r->self_ = r;
     r->Begin();
@@ -183,10 +203,17 @@ class AcquireReactor final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      // Half-close releases the lock (or abandons the wait); a broken
-      // stream lands in OnCancel/OnDone instead.
+      // A half-close releases the lock (or abandons the wait). A cancelled
+      // or broken stream also ends here, often before OnCancel runs (gRPC
+      // may run the two on different threads), so it cannot be told from a
+      // half-close yet: the engine checks with a write when that matters
+      // (a hold with a lock-delay, see LockEngine::HalfClose).
       if (uint64_t id = id_.load()) {
-        svc_->engine()->Release(id);
+        if (ctx_->IsCancelled()) {
+          svc_->engine()->Abandon(id);
+        } else {
+          svc_->engine()->HalfClose(id);
+        }
       } else {
         FinishAfterWrites(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                        "stream closed before an open message"));
@@ -258,7 +285,13 @@ class AcquireReactor final
     void OnEvent(const LockEvent& e) override {
       // RELEASED and LOST are a contender's last events: OnFinish follows.
       const bool last = e.type == LockEvent::Type::kReleased || e.type == LockEvent::Type::kLost;
-      if (auto r = r_.lock()) r->Send(ToProto(e), last);
+      auto r = r_.lock();
+      if (!r) return;
+      if (e.type == LockEvent::Type::kReleasing) {
+        r->SendProbe(ToProto(e));
+      } else {
+        r->Send(ToProto(e), last);
+      }
     }
     void OnFinish(const absl::Status& s) override {
       if (auto r = r_.lock()) r->FinishAfterWrites(ToGrpc(s));
@@ -268,9 +301,14 @@ class AcquireReactor final
     std::weak_ptr<AcquireReactor> r_;
   };
 
-  explicit AcquireReactor(LockServiceImpl* svc) : svc_(svc) {}
+  AcquireReactor(LockServiceImpl* svc, grpc::CallbackServerContext* ctx)
+      : svc_(svc), ctx_(ctx) {}
   void OnFinishing(const grpc::Status& s) override {
     svc_->NoteRequest("Acquire", s.error_code());
+  }
+  // RELEASING reached the transport: the half-close was a release.
+  void OnProbeWritten() override {
+    if (uint64_t id = id_.load()) svc_->engine()->Release(id);
   }
   void Begin() {
     counted_ = svc_->TryOpenStream();
@@ -283,6 +321,7 @@ class AcquireReactor final
   }
 
   LockServiceImpl* const svc_;
+  grpc::CallbackServerContext* const ctx_;  // valid until OnDone
   std::shared_ptr<AcquireReactor> self_;
   absl::StatusOr<std::string> identity_;
   bool counted_ = false;

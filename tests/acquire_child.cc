@@ -1,6 +1,7 @@
 // A client process for tests that need a client to die: opens one Acquire
 // stream and prints each event as a line ("QUEUED 2", "ACQUIRED <token>",
-// ...), then holds until killed. Usage: acquire_child ADDRESS NAME WAIT_MS
+// ...), then holds until killed.
+// Usage: acquire_child ADDRESS NAME WAIT_MS [LOCK_DELAY_MS]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,8 +22,8 @@ static std::shared_ptr<grpc::ChannelCredentials> TlsFromEnv() {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: acquire_child ADDRESS NAME WAIT_MS\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: acquire_child ADDRESS NAME WAIT_MS [LOCK_DELAY_MS]\n");
     return 2;
   }
   auto stub = turnstile::v1::LockService::NewStub(
@@ -35,6 +36,11 @@ int main(int argc, char** argv) {
   long ms = std::atol(argv[3]);
   req.mutable_open()->mutable_wait_timeout()->set_seconds(ms / 1000);
   req.mutable_open()->mutable_wait_timeout()->set_nanos(static_cast<int>(ms % 1000) * 1000000);
+  if (argc == 5) {
+    long delay = std::atol(argv[4]);
+    req.mutable_open()->mutable_lock_delay()->set_seconds(delay / 1000);
+    req.mutable_open()->mutable_lock_delay()->set_nanos(static_cast<int>(delay % 1000) * 1000000);
+  }
   rw->Write(req);
   turnstile::v1::AcquireEvent ev;
   while (rw->Read(&ev)) {

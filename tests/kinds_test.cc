@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <functional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -488,6 +489,109 @@ TEST_F(KindsTest, LockDelayAfterLeaseExpiryButNotAfterACleanRelease) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1000));
   Release(*same);
   Release(*local);
+}
+
+// Issue 19 (1): a hold whose client goes away without releasing -- its
+// stream cancelled, its process killed (a gRPC client and the CLI) -- ended
+// involuntarily: the next holder, here on another replica, waits the
+// holder's lock-delay, and Describe shows the delay meanwhile. A half-close
+// is a release and hands over at once (the contract's other clean end).
+TEST_F(KindsTest, LockDelayWhenTheHoldersClientGoesAway) {
+  constexpr milliseconds kDelay(3000);
+  // Holds `name` through `start`, queues a waiter behind it on the other
+  // replica, ends the hold through `end`; how long the waiter then waited,
+  // and whether Describe showed the delay.
+  auto handover = [&](const std::string& name, const std::function<void()>& start,
+                      const std::function<void()>& end, bool* described) {
+    start();
+    auto waiter = Join(s2_.get(), name, false, "next-" + name);
+    EXPECT_TRUE(ContendersBecome(name, 2)) << name;
+    end();
+    EXPECT_TRUE(ContendersBecome(name, 1)) << name;
+    const auto gone = std::chrono::steady_clock::now();
+    *described = false;
+    std::optional<AcquireEvent> got;
+    while (!got && std::chrono::steady_clock::now() - gone < milliseconds(10000)) {
+      v1::DescribeResponse resp;
+      if (Describe(s1_.get(), name, &resp).ok() && resp.has_delayed_until()) *described = true;
+      got = waiter->Await(AcquireEvent::ACQUIRED, milliseconds(50));
+    }
+    EXPECT_TRUE(got) << name << ": the waiter was not granted";
+    const auto waited = std::chrono::steady_clock::now() - gone;
+    Release(*waiter);
+    return std::chrono::duration_cast<milliseconds>(waited);
+  };
+
+  // 1. The gRPC stream cancelled (the client's context).
+  std::unique_ptr<AcquireStream> holder;
+  bool described = false;
+  auto waited = handover(
+      "gone-cancel",
+      [&] {
+        holder = std::make_unique<AcquireStream>(
+            s1_.get(), WithDelay(Open("gone-cancel", false, "cancelled"), kDelay));
+        ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+      },
+      [&] { holder->Cancel(); }, &described);
+  EXPECT_GE(waited.count(), 2900) << "a cancelled stream handed over at once";
+  EXPECT_LE(waited.count(), 8000);
+  EXPECT_TRUE(described) << "Describe never showed delayed_until";
+
+  // 2. A gRPC client process killed (kill -9).
+  std::unique_ptr<ChildProcess> child;
+  waited = handover(
+      "gone-kill",
+      [&] {
+        child = ChildProcess::Spawn({TestBinary("acquire_child"), r1_->address(), "gone-kill",
+                                     "10000", std::to_string(kDelay.count())});
+        ASSERT_TRUE(child);
+        auto line = child->AwaitLine("ACQUIRED", milliseconds(20000));
+        ASSERT_TRUE(line);
+      },
+      [&] {
+        child->Signal(SIGKILL);
+        ASSERT_TRUE(child->Wait(milliseconds(10000)));
+      },
+      &described);
+  EXPECT_GE(waited.count(), 2900) << "a killed client handed over at once";
+  EXPECT_LE(waited.count(), 8000);
+  EXPECT_TRUE(described);
+
+  // 3. The CLI holding with --lock-delay, killed (kill -9).
+  waited = handover(
+      "gone-cli",
+      [&] {
+        child = ChildProcess::Spawn({CLI_PATH, "--server", r1_->address(), "acquire", "gone-cli",
+                                     "--lock-delay", "3s"});
+        ASSERT_TRUE(child);
+        ASSERT_TRUE(child->AwaitLine("ACQUIRED", milliseconds(20000)));
+      },
+      [&] {
+        child->Signal(SIGKILL);
+        ASSERT_TRUE(child->Wait(milliseconds(10000)));
+      },
+      &described);
+  EXPECT_GE(waited.count(), 2900) << "a killed CLI handed over at once";
+  EXPECT_LE(waited.count(), 8000);
+  EXPECT_TRUE(described);
+
+  // 4. A half-close is a release: at once.
+  waited = handover(
+      "gone-halfclose",
+      [&] {
+        holder = std::make_unique<AcquireStream>(
+            s1_.get(), WithDelay(Open("gone-halfclose", false, "half-closed"), milliseconds(30000)));
+        ASSERT_TRUE(holder->Await(AcquireEvent::ACQUIRED));
+      },
+      [&] {
+        holder->CloseWrites();
+        // The server checks the stream is alive with RELEASING first.
+        ASSERT_TRUE(holder->Await(AcquireEvent::RELEASING));
+        ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+      },
+      &described);
+  EXPECT_LT(waited.count(), 2000) << "a half-close waited the lock-delay";
+  EXPECT_FALSE(described);
 }
 
 }  // namespace
