@@ -234,29 +234,15 @@ bool AuthzPolicy::MayAllowUnder(absl::string_view identity, AuthzAction action,
 
 // ---------------------------------------------------------------- PolicyFile
 
-namespace {
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PolicyFile>> PolicyFile::Load(const std::string& path) {
   auto f = std::unique_ptr<PolicyFile>(new PolicyFile(path));
-  auto text = ReadWhole(path);
+  auto text = f->file_.ReadNow();
   if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--authz-file: ", text.status().message()));
   auto p = AuthzPolicy::Parse(*text);
   if (!p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--authz-file ", path, ": ", p.status().message()));
   }
   f->policy_ = *p;
-  f->content_ = *text;
-  f->Reload(false);  // records what was seen
   return f;
 }
 
@@ -266,46 +252,27 @@ std::shared_ptr<const AuthzPolicy> PolicyFile::current() const {
 }
 
 bool PolicyFile::Reload(bool force) {
-  struct stat st {};
-  Seen now;
-  if (::stat(path_.c_str(), &st) == 0) {
-    now.dev = st.st_dev;
-    now.ino = st.st_ino;
-    now.size = st.st_size;
-    now.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!force && now == seen_) return false;
-    seen_ = now;
-  }
-  auto text = ReadWhole(path_);
+  std::lock_guard<std::mutex> reload(reload_mu_);
+  auto text = file_.Changed(force);
   if (!text.ok()) {
     std::fprintf(stderr,
-                 "turnstiled: authz policy %s: cannot read it (%s); the previous policy stays "
-                 "in force\n",
-                 path_.c_str(), std::string(text.status().message()).c_str());
+                 "turnstiled: authz policy %s: %s; the previous policy stays in force\n",
+                 path().c_str(), std::string(text.status().message()).c_str());
     return false;
   }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (*text == content_) return false;  // touched, not changed
-  }
-  auto p = AuthzPolicy::Parse(*text);
+  if (!text->has_value()) return false;
+  auto p = AuthzPolicy::Parse(**text);
   if (!p.ok()) {
     std::fprintf(stderr,
                  "turnstiled: authz policy %s rejected: %s; the previous policy stays in force\n",
-                 path_.c_str(), std::string(p.status().message()).c_str());
-    std::lock_guard<std::mutex> l(mu_);
-    content_ = *text;  // do not log the same broken content again
+                 path().c_str(), std::string(p.status().message()).c_str());
     return false;
   }
   {
     std::lock_guard<std::mutex> l(mu_);
     policy_ = *p;
-    content_ = *text;
   }
-  std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules)\n", path_.c_str(),
+  std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules)\n", path().c_str(),
                (*p)->rule_count());
   return true;
 }
@@ -357,21 +324,148 @@ std::string IdentityOf(X509* x) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
-    const std::string& ca_pem) {
-  auto cas = ReadCerts(ca_pem);
+struct ClientCertVerifier::Trust {
+  X509_STORE* store = nullptr;
+  size_t crls = 0;
+  ~Trust() {
+    if (store != nullptr) X509_STORE_free(store);
+  }
+};
+
+namespace {
+
+struct CrlDeleter {
+  void operator()(X509_CRL* c) const { X509_CRL_free(c); }
+};
+using CrlPtr = std::unique_ptr<X509_CRL, CrlDeleter>;
+
+// Every PEM CRL in `pem`; INVALID_ARGUMENT naming the first bad one by
+// number (never its bytes).
+absl::StatusOr<std::vector<CrlPtr>> ReadCrls(const std::string& pem) {
+  std::vector<CrlPtr> out;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return absl::ResourceExhaustedError("out of memory");
+  while (X509_CRL* c = PEM_read_bio_X509_CRL(bio, nullptr, nullptr, nullptr)) out.emplace_back(c);
+  const unsigned long err = ERR_peek_last_error();
+  ERR_clear_error();
+  BIO_free(bio);
+  // The read that ends the loop fails with "no start line" at the end of
+  // the text; any other failure is a damaged CRL.
+  if (err != 0 && ERR_GET_REASON(err) != PEM_R_NO_START_LINE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CRL ", out.size() + 1, " cannot be parsed (", ERR_reason_error_string(err),
+                     ")"));
+  }
+  if (out.empty()) return absl::InvalidArgumentError("holds no PEM CRL (-----BEGIN X509 CRL-----)");
+  return out;
+}
+
+// An expired CRL still revokes what it lists; only its age is forgiven,
+// as etcd's --client-crl-file does: a CA that is late to publish must not
+// lock every client out. (Revoked serials are what the file is for.)
+int ForgiveCrlAge(int ok, X509_STORE_CTX* ctx) {
+  if (ok == 0) {
+    const int err = X509_STORE_CTX_get_error(ctx);
+    if (err == X509_V_ERR_CRL_HAS_EXPIRED || err == X509_V_ERR_CRL_NOT_YET_VALID) return 1;
+  }
+  return ok;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ClientCertVerifier::Trust>> ClientCertVerifier::MakeTrust(
+    const std::string& crl_pem) const {
+  auto cas = ReadCerts(ca_pem_);
   if (cas.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca-file holds no PEM certificate");
   }
+  auto t = std::make_shared<Trust>();
+  t->store = X509_STORE_new();
+  if (t->store == nullptr) return absl::ResourceExhaustedError("out of memory");
+  for (auto& ca : cas) X509_STORE_add_cert(t->store, ca.get());
+  if (crl_file_ == nullptr) return std::shared_ptr<const Trust>(std::move(t));
+  auto crls = ReadCrls(crl_pem);
+  if (!crls.ok()) return crls.status();
+  for (size_t i = 0; i < crls->size(); ++i) {
+    X509_CRL* crl = (*crls)[i].get();
+    // Signed by one of the client CAs, or it would silently check nothing.
+    bool signed_by_ca = false;
+    for (auto& ca : cas) {
+      if (X509_NAME_cmp(X509_CRL_get_issuer(crl), X509_get_subject_name(ca.get())) != 0) continue;
+      EVP_PKEY* key = X509_get0_pubkey(ca.get());
+      if (key != nullptr && X509_CRL_verify(crl, key) == 1) signed_by_ca = true;
+    }
+    ERR_clear_error();
+    if (!signed_by_ca) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CRL ", i + 1, " is not signed by a CA of --tls-client-ca-file"));
+    }
+    X509_STORE_add_crl(t->store, crl);
+  }
+  t->crls = crls->size();
+  // The leaf is checked against its issuer's CRL: every CA that issues
+  // client certificates needs one in the file.
+  X509_STORE_set_flags(t->store, X509_V_FLAG_CRL_CHECK);
+  X509_STORE_set_verify_cb(t->store, ForgiveCrlAge);
+  return std::shared_ptr<const Trust>(std::move(t));
+}
+
+absl::StatusOr<std::unique_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
+    const std::string& ca_pem, const std::string& crl_path) {
   auto v = std::unique_ptr<ClientCertVerifier>(new ClientCertVerifier());
-  X509_STORE* store = X509_STORE_new();
-  for (auto& ca : cas) X509_STORE_add_cert(store, ca.get());
-  v->store_ = store;
+  v->ca_pem_ = ca_pem;
+  std::string crl_pem;
+  if (!crl_path.empty()) {
+    v->crl_file_ = std::make_unique<WatchedFile>(crl_path);
+    auto text = v->crl_file_->ReadNow();
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tls-client-crl-file: ", text.status().message()));
+    }
+    crl_pem = *text;
+  }
+  auto trust = v->MakeTrust(crl_pem);
+  if (!trust.ok()) {
+    if (crl_path.empty() || absl::StrContains(trust.status().message(), "--tls-client-ca-file holds")) {
+      return trust.status();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls-client-crl-file ", crl_path, ": ", trust.status().message()));
+  }
+  v->trust_ = *trust;
   return v;
 }
 
-ClientCertVerifier::~ClientCertVerifier() {
-  if (store_ != nullptr) X509_STORE_free(static_cast<X509_STORE*>(store_));
+ClientCertVerifier::~ClientCertVerifier() = default;
+
+std::shared_ptr<const ClientCertVerifier::Trust> ClientCertVerifier::trust() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return trust_;
+}
+
+bool ClientCertVerifier::ReloadCrl(bool force) {
+  std::lock_guard<std::mutex> reload(reload_mu_);
+  if (crl_file_ == nullptr) return false;
+  auto text = crl_file_->Changed(force);
+  if (!text.ok()) {
+    std::fprintf(stderr, "turnstiled: client CRL %s: %s; the previous CRL stays in force\n",
+                 crl_file_->path().c_str(), std::string(text.status().message()).c_str());
+    return false;
+  }
+  if (!text->has_value()) return false;
+  auto trust = MakeTrust(**text);
+  if (!trust.ok()) {
+    std::fprintf(stderr, "turnstiled: client CRL %s rejected: %s; the previous CRL stays in force\n",
+                 crl_file_->path().c_str(), std::string(trust.status().message()).c_str());
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    trust_ = *trust;
+    cache_.clear();  // every identity is verified again under the new CRL
+  }
+  std::fprintf(stderr, "turnstiled: client CRL %s loaded (%zu CRLs)\n", crl_file_->path().c_str(),
+               (*trust)->crls);
+  return true;
 }
 
 absl::StatusOr<std::string> ClientCertVerifier::Identify(const grpc::AuthContext& ctx) {
@@ -388,10 +482,12 @@ absl::StatusOr<std::string> ClientCertVerifier::Identify(const grpc::AuthContext
 absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& leaf_pem,
                                                            const std::string& chain_pem) {
   const time_t now = std::time(nullptr);
+  std::shared_ptr<const Trust> trust;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = cache_.find(leaf_pem);
     if (it != cache_.end() && now < it->second.not_after) return it->second.identity;
+    trust = trust_;
   }
   auto leaf = ReadCerts(leaf_pem);
   if (leaf.empty()) return absl::UnauthenticatedError("the client certificate cannot be parsed");
@@ -399,7 +495,7 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
   STACK_OF(X509)* untrusted = sk_X509_new_null();
   for (auto& c : chain) sk_X509_push(untrusted, c.get());
   X509_STORE_CTX* vctx = X509_STORE_CTX_new();
-  X509_STORE_CTX_init(vctx, static_cast<X509_STORE*>(store_), leaf[0].get(), untrusted);
+  X509_STORE_CTX_init(vctx, trust->store, leaf[0].get(), untrusted);
   X509_STORE_CTX_set_purpose(vctx, X509_PURPOSE_SSL_CLIENT);
   const int ok = X509_verify_cert(vctx);
   const int err = X509_STORE_CTX_get_error(vctx);
@@ -407,6 +503,15 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
   sk_X509_free(untrusted);
   ERR_clear_error();
   if (ok != 1) {
+    if (err == X509_V_ERR_CERT_REVOKED) {
+      return absl::UnauthenticatedError(
+          "client certificate refused: certificate revoked (listed in --tls-client-crl-file)");
+    }
+    if (err == X509_V_ERR_UNABLE_TO_GET_CRL) {
+      return absl::UnauthenticatedError(
+          "client certificate refused: unable to get certificate CRL (--tls-client-crl-file has "
+          "no CRL of the certificate's issuer)");
+    }
     return absl::UnauthenticatedError(absl::StrCat(
         "client certificate refused: ", X509_verify_cert_error_string(err),
         " (it must be valid now and issued by --tls-client-ca-file)"));
@@ -422,6 +527,7 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
     if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf[0].get()), &tm) == 1) not_after = timegm(&tm);
   }
   std::lock_guard<std::mutex> l(mu_);
+  if (trust != trust_) return identity;  // a new CRL came meanwhile: do not cache
   if (cache_.size() >= 4096) cache_.clear();  // bounded; rebuilt by the next calls
   cache_[leaf_pem] = Cached{identity, not_after};
   return identity;

@@ -5,8 +5,6 @@
 #ifndef TURNSTILE_SERVER_AUTHZ_H_
 #define TURNSTILE_SERVER_AUTHZ_H_
 
-#include <sys/stat.h>
-
 #include <cstdint>
 #include <ctime>
 #include <memory>
@@ -18,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/watched_file.h"
 
 namespace grpc {
 class AuthContext;
@@ -70,28 +69,19 @@ class PolicyFile {
   // start with a broken policy).
   static absl::StatusOr<std::unique_ptr<PolicyFile>> Load(const std::string& path);
   std::shared_ptr<const AuthzPolicy> current() const;
-  // Re-reads the file if it changed since the last look (force: always).
-  // An invalid file is logged and the previous policy stays; returns
-  // whether a new policy is now in force.
+  // Re-reads the file if it changed since the last look (force: even if
+  // its stat did not change). An invalid file is logged (never its bytes)
+  // and the previous policy stays; returns whether a new policy is now in
+  // force.
   bool Reload(bool force);
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  explicit PolicyFile(std::string path) : path_(std::move(path)) {}
-  struct Seen {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    off_t size = -1;
-    int64_t mtime_ns = -1;
-    bool operator==(const Seen& o) const {
-      return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
-    }
-  };
-  const std::string path_;
+  explicit PolicyFile(std::string path) : file_(std::move(path)) {}
+  std::mutex reload_mu_;                       // serializes Reload
+  WatchedFile file_;                           // GUARDED_BY(reload_mu_)
   mutable std::mutex mu_;
   std::shared_ptr<const AuthzPolicy> policy_;  // GUARDED_BY(mu_)
-  Seen seen_;                                  // GUARDED_BY(mu_)
-  std::string content_;                        // GUARDED_BY(mu_)
 };
 
 // Verifies client certificates against --tls-client-ca-file and names the
@@ -101,23 +91,40 @@ class PolicyFile {
 // UNAUTHENTICATED status instead of a failed handshake. Thread-safe.
 class ClientCertVerifier {
  public:
-  static absl::StatusOr<std::unique_ptr<ClientCertVerifier>> Create(const std::string& ca_pem);
+  // `crl_path` (--tls-client-crl-file, optional): PEM CRLs of the CAs that
+  // issue client certificates; a certificate they list is refused. An
+  // error if it cannot be read or holds no CRL signed by a CA of `ca_pem`.
+  static absl::StatusOr<std::unique_ptr<ClientCertVerifier>> Create(
+      const std::string& ca_pem, const std::string& crl_path = "");
   ~ClientCertVerifier();
   // The caller's identity, or UNAUTHENTICATED saying why not.
   absl::StatusOr<std::string> Identify(const grpc::AuthContext& ctx);
   // Same, from PEM text (leaf, then the rest of the chain the client sent).
   absl::StatusOr<std::string> IdentifyPem(const std::string& leaf_pem,
                                           const std::string& chain_pem);
+  // Re-reads the CRL file if it changed (force: even if its stat did not).
+  // A new CRL applies to the next call (identities verified earlier are
+  // verified again). An invalid file is logged (never its bytes) and the
+  // previous CRL stays. Returns whether a new CRL is now in force; false
+  // without a CRL file.
+  bool ReloadCrl(bool force);
 
  private:
   ClientCertVerifier() = default;
+  struct Trust;  // the CAs and CRLs one verification uses (an X509_STORE)
+  // A Trust from the CA bundle and the CRL file's text, or why not.
+  absl::StatusOr<std::shared_ptr<const Trust>> MakeTrust(const std::string& crl_pem) const;
+  std::shared_ptr<const Trust> trust() const;
   struct Cached {
     std::string identity;
     time_t not_after = 0;
   };
-  void* store_ = nullptr;  // X509_STORE*
-  std::mutex mu_;
-  std::unordered_map<std::string, Cached> cache_;  // GUARDED_BY(mu_) leaf PEM -> identity
+  std::string ca_pem_;
+  std::unique_ptr<WatchedFile> crl_file_;  // GUARDED_BY(reload_mu_); null without CRLs
+  std::mutex reload_mu_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Trust> trust_;                 // GUARDED_BY(mu_)
+  std::unordered_map<std::string, Cached> cache_;      // GUARDED_BY(mu_) leaf PEM -> identity
 };
 
 // One audit line (JSON) on stderr.

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);  // reload --authz-file
+  sigaddset(&stop, SIGHUP);  // reload --authz-file and --tls-client-crl-file
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   auto replica = turnstile::Replica::Start(config);
@@ -43,10 +43,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   int sig = 0;
   while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
-    const bool loaded = (*replica)->ReloadPolicy();
-    std::printf("turnstiled: SIGHUP: %s\n",
-                loaded ? "authz policy reloaded"
-                       : "no new authz policy (unchanged, invalid -- see stderr -- or none)");
+    const bool policy = (*replica)->ReloadPolicy();
+    const bool crl = (*replica)->ReloadCrl();
+    std::printf("turnstiled: SIGHUP: %s; %s\n",
+                policy ? "authz policy reloaded"
+                       : "no new authz policy (unchanged, invalid -- see stderr -- or none)",
+                crl ? "client CRL reloaded"
+                    : "no new client CRL (unchanged, invalid -- see stderr -- or none)");
     std::fflush(stdout);
   }
   std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,

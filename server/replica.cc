@@ -111,6 +111,10 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->String("tls-client-ca-file", &tls_client_ca_file,
             "PEM CA bundle: require mutual TLS; callers are identified by their client "
             "certificate (first URI SAN, else DNS SAN, else subject CN); needs --tls-cert-file");
+  f->String("tls-client-crl-file", &tls_client_crl_file,
+            "PEM CRLs of the CAs that issue client certificates (one per such CA): a listed "
+            "certificate is refused (UNAUTHENTICATED); reloaded when the file changes and on "
+            "SIGHUP; needs --tls-client-ca-file");
   f->String("authz-file", &authz_file,
             "authorization policy (JSON, see protos/turnstile/v1/authz.proto): which identities "
             "may do what on which lock-name prefixes; deny by default; reloaded when the file "
@@ -149,6 +153,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     return absl::InvalidArgumentError(
         "--tls-client-ca-file (mutual TLS) needs --tls-cert-file and --tls-key-file");
   }
+  if (!c.tls_client_crl_file.empty() && c.tls_client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-crl-file needs --tls-client-ca-file: it revokes client certificates");
+  }
   if (!c.authz_file.empty() && c.tls_client_ca_file.empty()) {
     return absl::InvalidArgumentError(
         "--authz-file needs --tls-client-ca-file: identities come only from verified client "
@@ -183,7 +191,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (!c.tls_client_ca_file.empty()) {
     auto ca = ReadFile(c.tls_client_ca_file, "TLS client CA");
     if (!ca.ok()) return ca.status();
-    auto v = ClientCertVerifier::Create(*ca);
+    auto v = ClientCertVerifier::Create(*ca, c.tls_client_crl_file);
     if (!v.ok()) return v.status();
     r->verifier_ = std::move(*v);
   }
@@ -258,16 +266,19 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     if (absl::Status s = zk->Start(); !s.ok()) return s;
   }
   r->ScheduleHeapTrim();
-  if (r->policy_ != nullptr) r->SchedulePolicyCheck();
+  if (r->policy_ != nullptr || !c.tls_client_crl_file.empty()) r->ScheduleFileChecks();
   return r;
 }
 
 bool Replica::ReloadPolicy() { return policy_ != nullptr && policy_->Reload(true); }
 
-void Replica::SchedulePolicyCheck() {
+bool Replica::ReloadCrl() { return verifier_ != nullptr && verifier_->ReloadCrl(true); }
+
+void Replica::ScheduleFileChecks() {
   timers_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
-    policy_->Reload(false);
-    SchedulePolicyCheck();
+    if (policy_ != nullptr) policy_->Reload(false);
+    if (verifier_ != nullptr) verifier_->ReloadCrl(false);
+    ScheduleFileChecks();
   });
 }
 

@@ -49,6 +49,10 @@ struct ReplicaConfig {
   // issued by it (else UNAUTHENTICATED); the caller's identity comes from
   // it (server/authz.h). Needs tls_cert_file.
   std::string tls_client_ca_file;
+  // PEM CRLs of the CAs that issue client certificates: a certificate they
+  // list gets UNAUTHENTICATED ("certificate revoked"). Reloaded when the
+  // file changes and on SIGHUP. Needs tls_client_ca_file.
+  std::string tls_client_crl_file;
   // Authorization policy (protos/turnstile/v1/authz.proto, JSON); reloaded
   // when the file changes and on SIGHUP. Needs tls_client_ca_file.
   std::string authz_file;
@@ -100,6 +104,9 @@ class Replica {
   // Re-reads --authz-file now (SIGHUP); true if a new policy is in force.
   // No-op without a policy file.
   bool ReloadPolicy();
+  // Re-reads --tls-client-crl-file now (SIGHUP); true if a new CRL is in
+  // force. No-op without a CRL file.
+  bool ReloadCrl();
 
  private:
   Replica() = default;
@@ -107,8 +114,9 @@ class Replica {
   // Every 5 s on the timer thread: hands the heap that a burst of streams
   // left behind back to the system once many of them have ended.
   void ScheduleHeapTrim();
-  // Four times a second on the timer thread: reloads a changed policy file.
-  void SchedulePolicyCheck();
+  // Four times a second on the timer thread: reloads a changed policy or
+  // CRL file.
+  void ScheduleFileChecks();
 
   ReplicaConfig config_;
   int port_ = 0;

@@ -121,6 +121,42 @@ TestPki::Files TestPki::Issue(const std::string& name, const CertSpec& spec) {
   return f;
 }
 
+void TestPki::WriteCrl(const std::string& path, const std::vector<std::string>& revoked,
+                       const std::string& ca_name, int64_t next_update_s) {
+  auto it = cas_.find(ca_name);
+  Check(it != cas_.end(), "unknown CA");
+  Ca& ca = *it->second;
+  X509_CRL* crl = X509_CRL_new();
+  X509_CRL_set_version(crl, 1);
+  X509_CRL_set_issuer_name(crl, X509_get_subject_name(ca.cert));
+  ASN1_TIME* t = ASN1_TIME_new();
+  X509_gmtime_adj(t, -3600);
+  X509_CRL_set1_lastUpdate(crl, t);
+  X509_gmtime_adj(t, static_cast<long>(next_update_s));
+  X509_CRL_set1_nextUpdate(crl, t);
+  for (const std::string& file : revoked) {
+    FILE* f = std::fopen(file.c_str(), "r");
+    Check(f != nullptr, "open a certificate to revoke");
+    X509* x = PEM_read_X509(f, nullptr, nullptr, nullptr);
+    std::fclose(f);
+    Check(x != nullptr, "read a certificate to revoke");
+    X509_REVOKED* r = X509_REVOKED_new();
+    X509_REVOKED_set_serialNumber(r, X509_get_serialNumber(x));
+    X509_gmtime_adj(t, -60);
+    X509_REVOKED_set_revocationDate(r, t);
+    X509_CRL_add0_revoked(crl, r);
+    X509_free(x);
+  }
+  ASN1_TIME_free(t);
+  X509_CRL_sort(crl);
+  Check(X509_CRL_sign(crl, ca.key, EVP_sha256()) > 0, "sign CRL");
+  FILE* f = std::fopen(path.c_str(), "w");
+  Check(f != nullptr, "open for writing");
+  PEM_write_X509_CRL(f, crl);
+  std::fclose(f);
+  X509_CRL_free(crl);
+}
+
 std::string TestPki::ca_file(const std::string& name) const { return dir_ + "/" + name + ".crt"; }
 
 }  // namespace turnstile::testing

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace turnstile::testing {
 
@@ -38,6 +39,11 @@ class TestPki {
   // <dir>/<name>.crt and .key, issued by spec.issuer.
   Files Issue(const std::string& name, const CertSpec& spec);
   std::string ca_file(const std::string& name = "ca") const;
+  // A PEM CRL signed by CA `ca` revoking the certificates in `revoked`
+  // (files made by Issue), valid from an hour ago for `next_update_s`
+  // seconds (negative: already past its next update), written to `path`.
+  void WriteCrl(const std::string& path, const std::vector<std::string>& revoked,
+                const std::string& ca = "ca", int64_t next_update_s = 86400);
   const std::string& dir() const { return dir_; }
 
  private:
