@@ -69,8 +69,12 @@ prometheus::ClientMetric GaugeMetric(double value,
 // Computed at scrape time: per-lock waiters/holders, session up, serving.
 class Metrics::LiveCollector final : public prometheus::Collectable {
  public:
-  LiveCollector(LockEngine* engine, std::vector<ZkSession*> sessions, size_t max_locks)
-      : engine_(engine), sessions_(std::move(sessions)), max_locks_(max_locks) {}
+  LiveCollector(LockEngine* engine, std::vector<ZkSession*> sessions, size_t max_locks,
+                std::optional<std::vector<std::string>> label_prefixes)
+      : engine_(engine),
+        sessions_(std::move(sessions)),
+        max_locks_(max_locks),
+        label_prefixes_(std::move(label_prefixes)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<LockLoad> loads = engine_->LockLoads();
@@ -79,11 +83,13 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
               [](const LockLoad& a, const LockLoad& b) { return a.first_id < b.first_id; });
     prometheus::MetricFamily waiters{"turnstile_lock_waiters",
                                      "Contenders waiting for each lock on this replica "
-                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks).",
+                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks, "
+                                     "lock=\"_hidden\" those outside --metrics-lock-prefixes).",
                                      prometheus::MetricType::Gauge, {}};
     prometheus::MetricFamily holders{"turnstile_lock_holders",
                                      "Contenders holding each lock on this replica "
-                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks).",
+                                     "(lock=\"_overflow\" sums locks past --metrics-max-locks, "
+                                     "lock=\"_hidden\" those outside --metrics-lock-prefixes).",
                                      prometheus::MetricType::Gauge, {}};
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -93,9 +99,15 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
       for (auto it = labeled_.begin(); it != labeled_.end();) {
         it = live.count(*it) ? std::next(it) : labeled_.erase(it);
       }
-      int64_t over_waiters = 0, over_holders = 0;
-      bool overflow = false;
+      int64_t over_waiters = 0, over_holders = 0, hidden_waiters = 0, hidden_holders = 0;
+      bool overflow = false, hidden = false;
       for (const LockLoad& load : loads) {
+        if (!MayShow(load.name)) {
+          hidden = true;
+          hidden_waiters += load.waiters;
+          hidden_holders += load.holders;
+          continue;
+        }
         bool own = labeled_.count(load.name) > 0;
         if (!own && labeled_.size() < max_locks_) {
           labeled_.insert(load.name);
@@ -117,6 +129,12 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                                              {{"lock", kOverflowLockLabel}}));
         holders.metric.push_back(GaugeMetric(static_cast<double>(over_holders),
                                              {{"lock", kOverflowLockLabel}}));
+      }
+      if (hidden) {
+        waiters.metric.push_back(GaugeMetric(static_cast<double>(hidden_waiters),
+                                             {{"lock", kHiddenLockLabel}}));
+        holders.metric.push_back(GaugeMetric(static_cast<double>(hidden_holders),
+                                             {{"lock", kHiddenLockLabel}}));
       }
     }
     std::vector<prometheus::MetricFamily> out;
@@ -142,9 +160,18 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
   }
 
  private:
+  bool MayShow(const std::string& name) const {
+    if (!label_prefixes_) return true;
+    for (const std::string& p : *label_prefixes_) {
+      if (name.compare(0, p.size(), p) == 0) return true;
+    }
+    return false;
+  }
+
   LockEngine* const engine_;
   const std::vector<ZkSession*> sessions_;
   const size_t max_locks_;
+  const std::optional<std::vector<std::string>> label_prefixes_;
   mutable std::mutex mu_;
   mutable std::set<std::string> labeled_;  // GUARDED_BY(mu_)
 };
@@ -245,7 +272,8 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
     }
   }
   m->live_ = std::make_shared<LiveCollector>(engine, std::move(sessions),
-                                             static_cast<size_t>(options.max_locks));
+                                             static_cast<size_t>(options.max_locks),
+                                             options.lock_label_prefixes);
 
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(options.listen, 2);

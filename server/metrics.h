@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,17 @@ namespace turnstile {
 struct MetricsOptions {
   std::string listen = "127.0.0.1:9464";  // host:port; port 0 picks one
   int64_t max_locks = 100;
+  // Lock-name prefixes whose names may be a `lock` label; the other locks
+  // are summed under kHiddenLockLabel. nullopt: every name.
+  std::optional<std::vector<std::string>> lock_label_prefixes;
   std::string version;
 };
 
 // The label value summing locks past the cap.
 inline constexpr char kOverflowLockLabel[] = "_overflow";
+// The label value summing locks whose names /metrics may not show
+// (--metrics-lock-prefixes).
+inline constexpr char kHiddenLockLabel[] = "_hidden";
 
 class Metrics final : public EngineObserver, public ZkObserver, public ServiceObserver {
  public:

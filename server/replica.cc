@@ -26,6 +26,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/lock_service.h"
 #include "server/metrics.h"
 
@@ -123,6 +124,10 @@ void ReplicaConfig::Register(FlagSet* f) {
   if (metrics_listen.empty()) metrics_listen = kDefaultMetricsListen;
   f->String("metrics-listen", &metrics_listen,
             "Prometheus /metrics address (host:port; port 0 picks a free one; empty disables)");
+  f->String("metrics-lock-prefixes", &metrics_lock_prefixes,
+            "lock names /metrics may show as a lock label (it has no client authentication): "
+            "auto = all without --authz-file, none with a policy; * = all; else comma-separated "
+            "lock-name prefixes (empty = none); the rest are summed as lock=\"_hidden\"");
   f->Int("metrics-max-locks", &metrics_max_locks,
          "locks given their own lock label in metrics; the rest are summed as lock=\"_overflow\"");
 }
@@ -205,6 +210,14 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     MetricsOptions mo;
     mo.listen = c.metrics_listen;
     mo.max_locks = c.metrics_max_locks;
+    if (c.metrics_lock_prefixes == "auto") {
+      if (r->policy_ != nullptr) mo.lock_label_prefixes.emplace();  // none
+    } else if (c.metrics_lock_prefixes != "*") {
+      mo.lock_label_prefixes.emplace();
+      for (absl::string_view p : absl::StrSplit(c.metrics_lock_prefixes, ',', absl::SkipEmpty())) {
+        mo.lock_label_prefixes->emplace_back(p);
+      }
+    }
     auto metrics = Metrics::Start(mo, r->engine_.get(), sessions);
     if (absl::IsInvalidArgument(metrics.status())) return metrics.status();
     if (!metrics.ok()) {

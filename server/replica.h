@@ -64,6 +64,12 @@ struct ReplicaConfig {
   static constexpr char kDefaultMetricsListen[] = "127.0.0.1:9464";
   // Locks with their own `lock` label; the rest are summed as "_overflow".
   int64_t metrics_max_locks = 100;
+  // Which lock names /metrics may show as a `lock` label (it has no client
+  // authentication): "auto" = every name without authz_file (anyone may List
+  // them then), none with a policy in force; "*" = every name; otherwise
+  // comma-separated lock-name prefixes ("" = none). The other locks are
+  // summed under lock="_hidden".
+  std::string metrics_lock_prefixes = "auto";
 
   // Registers every field as a flag (and TURNSTILE_* variable).
   void Register(FlagSet* flags);

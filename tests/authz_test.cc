@@ -886,6 +886,44 @@ TEST(ClientCrl, ExpiredCrlsStillRevokeAndEveryIssuerNeedsOne) {
   EXPECT_EQ(bad.status().message().find("S3cret"), std::string::npos) << bad.status();
 }
 
+// Issue 19 (3): /metrics has no client authentication, so with a policy in
+// force it shows no lock name by default: every lock is summed under
+// lock="_hidden". --metrics-lock-prefixes names the prefixes it may show.
+TEST_F(AuthzTest, MetricsShowNoLockNamesUnderAPolicyByDefault) {
+  auto admin = StubAs(kAdmin);
+  Hold h1 = AdminHold(admin.get(), "payments/api-lock");
+  Hold h2 = AdminHold(admin.get(), "search/index");
+  auto scrape = [&](const std::string& prefixes) {
+    ReplicaConfig cfg = TestConfig(connect_, UniqueRoot("authz-metrics"));
+    cfg.tls_cert_file = server_.cert;
+    cfg.tls_key_file = server_.key;
+    cfg.tls_client_ca_file = pki_.ca_file();
+    cfg.authz_file = policy_file_;
+    cfg.metrics_listen = "127.0.0.1:0";
+    if (!prefixes.empty()) cfg.metrics_lock_prefixes = prefixes;
+    auto r = StartReplica(cfg);
+    EXPECT_TRUE(r);
+    if (!r) return std::string();
+    auto stub = StubAt(r->address(), kAdmin);
+    Hold a = AdminHold(stub.get(), "payments/api-lock-2");
+    Hold b = AdminHold(stub.get(), "search/index-2");
+    auto got = HttpGet(r->metrics_port(), "/metrics");
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->body : std::string();
+  };
+  std::string body = scrape("");  // the default: "auto"
+  EXPECT_NE(body.find("turnstile_lock_holders{lock=\"_hidden\"} 2"), std::string::npos) << body;
+  EXPECT_EQ(body.find("payments/"), std::string::npos) << body;
+  EXPECT_EQ(body.find("search/"), std::string::npos) << body;
+  body = scrape("search/");
+  EXPECT_NE(body.find("turnstile_lock_holders{lock=\"search/index-2\"} 1"), std::string::npos) << body;
+  EXPECT_NE(body.find("turnstile_lock_holders{lock=\"_hidden\"} 1"), std::string::npos) << body;
+  EXPECT_EQ(body.find("payments/"), std::string::npos) << body;
+  body = scrape("*");
+  EXPECT_NE(body.find("turnstile_lock_holders{lock=\"payments/api-lock-2\"} 1"), std::string::npos) << body;
+  EXPECT_EQ(body.find("{lock=\"_hidden\"}"), std::string::npos) << body;
+}
+
 // The identity rule: first URI SAN, else first DNS SAN, else subject CN.
 TEST(ClientCertIdentity, UriThenDnsThenCommonName) {
   TestPki pki;

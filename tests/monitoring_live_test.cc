@@ -167,6 +167,9 @@ class MonitoringLiveTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       ReplicaConfig cfg = TestConfig(zk_connect_, root);
       cfg.metrics_listen = "127.0.0.1:0";
+      // Issue 19: /metrics has no client authentication; only these names
+      // may be lock labels (the "secret/" lock below is summed as _hidden).
+      cfg.metrics_lock_prefixes = "mon-";
       cfg.replica_id = absl::StrCat("prom-", i);
       replicas_.push_back(StartReplica(cfg));
       ASSERT_TRUE(replicas_.back());
@@ -448,6 +451,33 @@ TEST_F(MonitoringLiveTest, DashboardAndAlertsShowTheLiveWorkload) {
   revocations = PanelBy("Revocations by step#A", "step");
   EXPECT_GT(revocations["requested"], 0);
   EXPECT_GT(revocations["delivered"], 0);
+
+  // --- issue 19: a lock outside --metrics-lock-prefixes ----------------------
+  // Its holder (on A) and waiter (on B) are counted under lock="_hidden";
+  // its name is in no series Prometheus scraped.
+  AcquireStream secret_holder(a, OpenMsg("secret/payroll", kLong));
+  ASSERT_TRUE(secret_holder.Await(AcquireEvent::ACQUIRED));
+  AcquireStream secret_waiter(b, OpenMsg("secret/payroll", kLong));
+  ASSERT_TRUE(secret_waiter.Await(AcquireEvent::QUEUED));
+  std::map<std::string, double> hidden_holders, hidden_waiters;
+  EXPECT_TRUE(WaitFor([&] {
+    hidden_holders = PanelBy("Holders by lock#A", "lock");
+    hidden_waiters = PanelBy("Top wait queues by lock#A", "lock");
+    return hidden_holders["_hidden"] == 1 && hidden_waiters["_hidden"] == 1;
+  }, milliseconds(60000), milliseconds(200)))
+      << "hidden holders " << hidden_holders["_hidden"] << ", waiters " << hidden_waiters["_hidden"];
+  EXPECT_EQ(hidden_holders.count("secret/payroll"), 0u);
+  EXPECT_EQ(hidden_waiters.count("secret/payroll"), 0u);
+  {
+    auto leaked = prom_->Query("{lock=~\"secret.*\"}");
+    ASSERT_TRUE(leaked.ok()) << leaked.status();
+    EXPECT_TRUE(leaked->empty()) << leaked->size() << " series carry the secret lock's name";
+    auto values = prom_->Api("label/lock/values");
+    ASSERT_TRUE(values.ok()) << values.status();
+    for (const Value& v : values->fields().at("data").list_value().values()) {
+      EXPECT_EQ(v.string_value().rfind("secret", 0), std::string::npos) << v.string_value();
+    }
+  }
 
   // --- every query and every rule: parses and evaluates -----------------------
   int evaluated = 0, non_empty = 0;
