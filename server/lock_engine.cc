@@ -569,7 +569,9 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 // contender at the nearest exclusive ahead (readers in between coexist).
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
-  const LockQueue::Entry* ahead = lock.queue.Blocker(c->seq, c->params.kind);
+  const OrderDecision decision = Decide(lock.queue, c->seq, c->params.kind);
+  // One blocker at most for the kinds built so far (a mutex, shared).
+  const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.front();
   if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
   if (ahead == nullptr && Clock::now() < lock.delayed_until) {
     // In lock-delay: the previous hold ended involuntarily.

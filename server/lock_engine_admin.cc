@@ -294,19 +294,27 @@ void LockEngine::Describe(
       return done(absl::UnavailableError(
           absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
     }
-    std::vector<ContenderName> queue = OrderContenders(children);
-    if (queue.empty()) return done(not_found());
+    // The lock's ordered view from this listing; the ordering rule then
+    // says who holds (the same Decide the engine grants with).
     struct Gather {
       std::mutex mu;
-      size_t left;
-      std::vector<ContenderName> queue;
+      size_t left = 0;
+      LockQueue view;
+      std::vector<int32_t> seqs;  // queue order
       std::vector<std::optional<ContenderView>> views;
       int64_t delay_until_unix_ms = 0;
     };
     auto g = std::make_shared<Gather>();
-    g->left = queue.size() + 1;
-    g->queue = queue;
-    g->views.resize(queue.size());
+    g->view.ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
+                        [](const LockQueue::Entry&) { return false; });
+    if (g->view.empty()) return done(not_found());
+    std::vector<std::string> nodes;
+    g->view.ForFront(g->view.size(), [&](int64_t, int32_t seq, const LockQueue::Entry& e) {
+      g->seqs.push_back(seq);
+      nodes.push_back(e.node);
+    });
+    g->left = g->seqs.size() + 1;
+    g->views.resize(g->seqs.size());
     auto finish = [g, name, done, not_found](std::unique_lock<std::mutex>& l) {
                      if (--g->left > 0) return;
                      LockDescription d;
@@ -316,16 +324,18 @@ void LockEngine::Describe(
                      if (g->delay_until_unix_ms > now_unix_ms) {
                        d.delayed_until_unix_ms = g->delay_until_unix_ms;
                      }
+                     // Those that left while we looked are not in the queue.
+                     for (size_t i = 0; i < g->seqs.size(); ++i) {
+                       if (g->views[i]) continue;
+                       const LockQueue::Entry* gone = g->view.Find(g->seqs[i]);
+                       if (gone != nullptr) g->view.Erase(g->seqs[i], std::string(gone->node));
+                     }
                      int64_t pos = 0;
-                     bool exclusive_ahead = false;
-                     for (auto& v : g->views) {
-                       if (!v) continue;  // left while we looked
+                     for (size_t i = 0; i < g->seqs.size(); ++i) {
+                       std::optional<ContenderView>& v = g->views[i];
+                       if (!v) continue;
                        v->position = ++pos;
-                       // ordering.h: an exclusive contender holds when it is
-                       // first; a shared one when no exclusive is ahead.
-                       const bool shared = v->kind == ContenderKind::kShared;
-                       const bool holds = shared ? !exclusive_ahead : pos == 1;
-                       if (!shared) exclusive_ahead = true;
+                       const bool holds = Decide(g->view, g->seqs[i], v->kind).holds;
                        (holds ? d.holders : d.waiters).push_back(*v);
                      }
                      l.unlock();
@@ -339,14 +349,14 @@ void LockEngine::Describe(
       if (code == ZkCode::kOk) g->delay_until_unix_ms = DecodeLockMark(data).delay_until_unix_ms;
       finish(l);
     });
-    for (size_t i = 0; i < queue.size(); ++i) {
-      zk->GetData(lock_path + "/" + queue[i].node, nullptr,
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      zk->GetData(lock_path + "/" + nodes[i], nullptr,
                    [g, i, finish](ZkCode code, const std::string& data, const ZkStat& stat) {
                      std::unique_lock<std::mutex> l(g->mu);
                      if (code == ZkCode::kOk) {
                        ContenderView v;
                        if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
-                       v.kind = g->queue[i].kind;
+                       v.kind = g->view.Find(g->seqs[i])->kind;
                        v.since_unix_ms = stat.ctime_ms;
                        v.fencing_token = static_cast<uint64_t>(stat.czxid);
                        g->views[i] = v;

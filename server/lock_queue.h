@@ -5,7 +5,7 @@
 // memory grew with the square of a lock's local queue and every departure
 // walked every local waiter. One view per lock replaces those copies: a
 // departure is one erase, and only the contender directly behind the
-// departed node has anything to re-decide (mutex rule, see ordering.h).
+// departed node has anything to re-decide (the rule is in ordering.h).
 //
 // Why one view is enough (ZooKeeper answers one session's requests and
 // delivers its watch events in order): a listing sent after a contender's
@@ -27,9 +27,18 @@
 #include <vector>
 
 #include "server/lock_name.h"
-#include "server/ordering.h"
 
 namespace turnstile {
+
+// Queue order of two contender sequences: the parsed 10-digit suffix (the
+// parent's cversion), a signed 32-bit counter that wraps from 2147483647
+// to -2147483648. Serial-number arithmetic (RFC 1982): `a` comes first if
+// it is less than 2^31 behind `b`, so the order is right across the wrap
+// for any queue spanning fewer than 2^31 creates (a live one spans far
+// fewer).
+inline bool SequenceBefore(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) - static_cast<uint32_t>(b)) < 0;
+}
 
 class LockQueue {
  public:
@@ -61,6 +70,11 @@ class LockQueue {
   size_t EraseRemoteBefore(int32_t seq);
 
   bool Contains(int32_t seq, const std::string& node) const;
+  // The entry at `seq`; nullptr if none.
+  const Entry* Find(int32_t seq) const {
+    auto it = entries_.find(seq);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
   // The entry directly ahead of / behind `seq` (which need not be present);
   // nullptr if none.
   const Entry* Ahead(int32_t seq) const;
@@ -68,13 +82,6 @@ class LockQueue {
   // The nearest exclusive entry ahead of `seq`; nullptr if none. O(number
   // of shared entries in between).
   const Entry* NearestExclusiveAhead(int32_t seq) const;
-  // The entry that blocks a contender of `kind` at `seq` (ordering.h's rule
-  // for a mutex and shared/exclusive): an exclusive one waits for the entry
-  // directly ahead, a shared one for the nearest exclusive ahead. nullptr:
-  // it may hold.
-  const Entry* Blocker(int32_t seq, ContenderKind kind) const {
-    return kind == ContenderKind::kShared ? NearestExclusiveAhead(seq) : Ahead(seq);
-  }
   // Calls fn(seq, entry) for the entries behind `seq` in queue order until
   // fn returns false.
   void ForBehind(int32_t seq, const std::function<bool(int32_t, const Entry&)>& fn) const;

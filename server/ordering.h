@@ -1,61 +1,43 @@
-// The ordering rule: who holds a lock and whom a waiter must watch.
+// The ordering rule: whether a contender holds its lock, and which nodes
+// block it (the ones whose departure can let it proceed: what it watches).
 //
-// Pure functions over contender names, with no I/O, so the rule that decides
-// mutual exclusion is tested on its own. Order is the parsed sequence suffix
-// (never the whole name), foreign children are ignored, and sequences near the
-// signed 32-bit wrap order correctly. Thread-safe (no state).
+// One pure predicate per kind, in the style of Curator's lock driver:
+// (the lock's ordered view, this contender) -> (holds?, blockers). The
+// engine decides grants and watches with it, Describe classifies holders
+// and waiters with it, and the tests test it, so a test of the rule is a
+// test of what runs. No I/O; thread-safe (no state).
+//
+//   exclusive (mutex)  holds when nothing is ahead; blocked by the entry
+//                      directly ahead (its predecessor), never by the holder
+//                      further up: a release wakes one contender.
+//   shared (read)      holds when no exclusive entry is ahead; blocked by
+//                      the nearest exclusive entry ahead (readers in
+//                      between coexist with it).
+// An N-holder semaphore (SPEC 2) is one more kind: its first waiter is
+// blocked by every holder ahead, which is why `blockers` is a list.
 #ifndef TURNSTILE_SERVER_ORDERING_H_
 #define TURNSTILE_SERVER_ORDERING_H_
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
+#include "absl/container/inlined_vector.h"
 #include "server/lock_name.h"
+#include "server/lock_queue.h"
 
 namespace turnstile {
-
-// Parses `children` (node names under one lock node), drops every name that
-// is not a contender name, and returns the contenders in queue order.
-//
-// Sequence numbers are the parent's cversion, a signed 32-bit counter that
-// wraps from 2147483647 to -2147483648. A live queue spans far less than 2^31
-// creates, so when both very large and very negative sequences are present
-// the negative ones come after the wrap and sort last.
-std::vector<ContenderName> OrderContenders(
-    const std::vector<std::string>& children);
-
-// Same, for already parsed names (re-sorts a copy).
-std::vector<ContenderName> OrderContenders(std::vector<ContenderName> parsed);
-
-// True if `a` comes before `b` in a queue that also contains both (wrap-aware
-// when the two are more than 2^31 apart, consistent with OrderContenders for
-// any queue spanning less than 2^30).
-bool SequenceBefore(int32_t a, int32_t b);
 
 struct OrderDecision {
   // The contender may hold the lock now.
   bool holds = false;
-  // When !holds: the node name of the one contender whose deletion can let
-  // this one proceed (mutex/semaphore: the one `holder_limit` places ahead;
-  // shared: the nearest exclusive ahead).
-  std::string watch;
-  // Contenders ahead of `self` in the queue.
-  int64_t ahead = 0;
+  // When !holds: the entries of the view that block it, in queue order.
+  // Pointers into the view: valid until it changes.
+  absl::InlinedVector<const LockQueue::Entry*, 1> blockers;
 };
 
-// Decides for `self` (a node name present in `queue`, which is in queue
-// order as returned by OrderContenders). `holder_limit` >= 1 is the number of
-// contenders that may hold at once (1 = mutex). An exclusive contender holds
-// when fewer than `holder_limit` contenders are ahead of it; a shared one
-// holds when no exclusive contender is ahead of it.
-// NOT_FOUND if `self` is not in `queue` (its node is gone: the caller lost
-// its place), INVALID_ARGUMENT if holder_limit < 1.
-absl::StatusOr<OrderDecision> Decide(const std::vector<ContenderName>& queue,
-                                     absl::string_view self,
-                                     int holder_limit);
+// Decides for the contender at `seq` of `kind`. `seq` need not be in the
+// view (a contender deciding where it would stand); only entries ahead of
+// it count.
+OrderDecision Decide(const LockQueue& view, int32_t seq, ContenderKind kind);
 
 }  // namespace turnstile
 

@@ -94,9 +94,9 @@ TEST(LockQueueTest, BlockerFollowsTheKind) {
   q.Insert(3, entry(3, ContenderKind::kShared));
   q.Insert(4, entry(4, ContenderKind::kShared));
   q.Insert(5, entry(5, ContenderKind::kExclusive));
-  EXPECT_EQ(q.Blocker(1, ContenderKind::kShared), nullptr);
-  EXPECT_EQ(q.Blocker(4, ContenderKind::kShared)->node, Node(2));  // past reader 3
-  EXPECT_EQ(q.Blocker(5, ContenderKind::kExclusive)->node, Node(4));
+  EXPECT_EQ(q.NearestExclusiveAhead(1), nullptr);
+  EXPECT_EQ(q.NearestExclusiveAhead(4)->node, Node(2));  // past reader 3
+  EXPECT_EQ(q.Ahead(5)->node, Node(4));
   EXPECT_EQ(q.NearestExclusiveAhead(2), nullptr);  // only a reader ahead
   std::vector<int32_t> seen;
   q.ForBehind(2, [&](int32_t seq, const LockQueue::Entry& e) {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/lock_name.h"
-#include "server/ordering.h"
+#include "server/lock_queue.h"
 #include "tests/test_pki.h"
 #include "tests/wait.h"
 #include "client/lib/tls.h"
@@ -275,7 +275,11 @@ std::vector<std::string> SyncZk::Contenders(const std::string& lock_path) {
   auto children = Children(lock_path);
   std::vector<std::string> out;
   if (!children.ok()) return out;
-  for (const auto& n : OrderContenders(*children)) out.push_back(n.node);
+  LockQueue view;  // the engine's order
+  view.ReplaceWith(*children, [](const std::string&) { return uint64_t{0}; },
+                   [](const LockQueue::Entry&) { return false; });
+  view.ForFront(view.size(),
+                [&](int64_t, int32_t, const LockQueue::Entry& e) { out.push_back(e.node); });
   return out;
 }
 
