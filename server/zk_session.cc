@@ -1,5 +1,16 @@
 // The only file that includes zookeeper.h.
 //
+// Threading: the single-threaded C client (libzookeeper_st). Each session
+// has one thread, its loop, which alone touches the zhandle: it asks the C
+// client what to wait for (zookeeper_interest), polls that socket and an
+// eventfd, and lets the C client work (zookeeper_process), which runs the
+// completions and watchers on this same thread. Calls from other threads
+// (and from callbacks) are queued and issued by the loop in call order, so
+// ZooKeeper sees one session's requests in the order they were made. The
+// multithreaded client spent an I/O thread and a completion thread per
+// session, a pipe write to wake the first for every request and a
+// condition-variable hand-off to the second for every reply.
+//
 // Ownership: every asynchronous call allocates one CallContext that the C
 // client hands back to exactly one completion, which frees it. Watchers are
 // not owned by the C client: a per-call watcher is registered here under a
@@ -9,12 +20,17 @@
 
 #include <zookeeper/zookeeper.h>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -100,8 +116,10 @@ ZkStat ToStat(const struct Stat* s) {
 
 class ZkClientSession final : public ZkSession {
  public:
-  explicit ZkClientSession(ZkClientOptions options)
-      : options_(std::move(options)), worker_([this] { WorkerLoop(); }) {}
+  explicit ZkClientSession(ZkClientOptions options) : options_(std::move(options)) {
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    loop_ = std::thread([this] { Loop(); });
+  }
 
   ~ZkClientSession() override { Close(); }
 
@@ -113,34 +131,47 @@ class ZkClientSession final : public ZkSession {
   // resolve yet (DNS not ready, a Service or container not created yet) does
   // not: the replica starts NOT_SERVING and keeps trying, with backoff.
   absl::Status Start() override {
-    absl::Status s;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      s = OpenLocked(nullptr);
-      if (s.ok() || !absl::IsUnavailable(s) || zh_ != nullptr) return s;
-    }
-    ScheduleRetry(s);
-    return absl::OkStatus();
+    // The handle is made on the loop thread, its only user.
+    std::promise<absl::Status> opened;
+    Post([this, &opened] {
+      absl::Status s = Open();
+      if (!s.ok() && absl::IsUnavailable(s) && zh_ == nullptr) {
+        ScheduleRetry(s);
+        s = absl::OkStatus();
+      }
+      opened.set_value(s);
+    });
+    return opened.get_future().get();
   }
 
   void Close() override {
-    zhandle_t* old = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (closed_) return;
       closed_ = true;
-      old = zh_;
-      zh_ = nullptr;
+      stop_loop_ = true;
     }
+    Wake();
+    if (loop_.joinable()) loop_.join();
     connected_ = false;
-    if (old != nullptr) zookeeper_close(old);
-    {
-      std::lock_guard<std::mutex> l(work_mu_);
-      stop_worker_ = true;
+    // The loop is gone: this thread is now the handle's only user. Closing
+    // a live session sends closeSession, so its ephemerals vanish at once.
+    if (zh_ != nullptr) zookeeper_close(zh_);
+    zh_ = nullptr;
+    // Calls that never reached ZooKeeper are answered, each exactly once
+    // (their callbacks may queue more).
+    for (;;) {
+      std::deque<std::function<void()>> left;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        left.swap(queue_);
+      }
+      if (left.empty()) break;
+      for (auto& fn : left) fn();
     }
-    work_cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
     Watches().DropAll(this);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    wake_fd_ = -1;
   }
 
   bool connected() const override { return connected_.load(); }
@@ -151,12 +182,7 @@ class ZkClientSession final : public ZkSession {
 
   SessionCredentials credentials() const override {
     std::lock_guard<std::mutex> l(mu_);
-    SessionCredentials c;
-    if (zh_ == nullptr) return c;
-    const clientid_t* id = zoo_client_id(zh_);
-    c.session_id = id->client_id;
-    c.password.assign(id->passwd, sizeof(id->passwd));
-    return c;
+    return credentials_;
   }
 
   void Create(const std::string& path, const std::string& data,
@@ -168,7 +194,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kCreate;
     ctx->create = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_acreate2(zh, path.c_str(), data.data(),
                           static_cast<int>(data.size()), Acl(), flags,
                           &ZkClientSession::OnCreate, ctx);
@@ -181,7 +207,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kDelete;
     ctx->void_cb = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_adelete(zh, path.c_str(), version, &ZkClientSession::OnVoid,
                          ctx);
     });
@@ -193,7 +219,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kMulti;
     ctx->delete_check = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       // The C client serializes the ops at once; only the results array
       // must live until the completion.
       zoo_op_t ops[2];
@@ -212,7 +238,7 @@ class ZkClientSession final : public ZkSession {
     ctx->delete_check = std::move(done);
     ctx->multi_delete = 1;
     ctx->multi_check = check_path.empty() ? -1 : 2;
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       zoo_op_t ops[3];
       zoo_set_op_init(&ops[0], mark_path.c_str(), mark_data.data(),
                       static_cast<int>(mark_data.size()), -1, nullptr);
@@ -231,7 +257,7 @@ class ZkClientSession final : public ZkSession {
     ctx->data = std::move(done);
     if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
     uint64_t wid = ctx->watcher_id;
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_awget(zh, path.c_str(),
                        wid != 0 ? &ZkClientSession::OnWatch : nullptr,
                        reinterpret_cast<void*>(static_cast<uintptr_t>(wid)),
@@ -243,24 +269,25 @@ class ZkClientSession final : public ZkSession {
   void RemoveWatch(const std::string& path, uint64_t key, bool only_watcher) override {
     if (key == 0) return;
     Watches().Drop(key);  // never called from now on, whatever the server says
-    std::lock_guard<std::mutex> l(mu_);
-    if (zh_ == nullptr) return;
-    // The header declares the completion as void_completion_t*, but the C
-    // client calls that pointer itself as the completion function (found
-    // the hard way: passing a pointer to a function pointer crashes).
-    auto* done = reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved);
-    // ZNOWATCHER (it fired, or the session that set it is gone) is fine:
-    // nothing is left either way.
-    if (only_watcher) {
-      // REMOVE_WATCHES: the server drops the path's data watch of this session.
-      zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0, done, nullptr);
-    } else {
-      // CHECK_WATCHES: only this watcher goes; the server keeps the path's
-      // watch for the others.
-      zoo_aremove_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, &ZkClientSession::OnWatch,
-                          reinterpret_cast<void*>(static_cast<uintptr_t>(key)), 0, done,
-                          nullptr);
-    }
+    Post([this, path, key, only_watcher] {
+      if (zh_ == nullptr) return;
+      // The header declares the completion as void_completion_t*, but the C
+      // client calls that pointer itself as the completion function (found
+      // the hard way: passing a pointer to a function pointer crashes).
+      auto* done = reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved);
+      // ZNOWATCHER (it fired, or the session that set it is gone) is fine:
+      // nothing is left either way.
+      if (only_watcher) {
+        // REMOVE_WATCHES: the server drops the path's data watch of this session.
+        zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0, done, nullptr);
+      } else {
+        // CHECK_WATCHES: only this watcher goes; the server keeps the path's
+        // watch for the others.
+        zoo_aremove_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, &ZkClientSession::OnWatch,
+                            reinterpret_cast<void*>(static_cast<uintptr_t>(key)), 0, done,
+                            nullptr);
+      }
+    });
   }
 
   void SetData(const std::string& path, const std::string& data,
@@ -269,7 +296,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kSetData;
     ctx->stat = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_aset(zh, path.c_str(), data.data(),
                       static_cast<int>(data.size()), version,
                       &ZkClientSession::OnStat, ctx);
@@ -286,7 +313,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kGetChildren;
     ctx->children_stat = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_awget_children2(zh, path.c_str(), nullptr, nullptr,
                                  &ZkClientSession::OnChildrenStat, ctx);
     });
@@ -297,7 +324,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kExists;
     ctx->stat = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_aexists(zh, path.c_str(), 0, &ZkClientSession::OnStat, ctx);
     });
   }
@@ -307,7 +334,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kSync;
     ctx->void_cb = std::move(done);
-    Issue(ctx, [&](zhandle_t* zh) {
+    Issue(ctx, [=](zhandle_t* zh) {
       return zoo_async(zh, path.c_str(), &ZkClientSession::OnSynced, ctx);
     });
   }
@@ -354,20 +381,16 @@ class ZkClientSession final : public ZkSession {
     return options_.auth.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
   }
 
-  // Runs `call` on the current handle. If the C client refuses it at once
-  // (no handle, bad state), the failure is delivered on the worker thread:
+  // Queues `call` for the loop, which runs it on the current handle in call
+  // order. `call` owns copies of its arguments. If the C client refuses it
+  // at once (no handle, bad state), the failure is delivered on the loop,
   // never on the caller's thread, which may hold locks its callbacks take.
-  template <typename F>
-  void Issue(CallContext* ctx, F&& call) {
-    int rc = ZINVALIDSTATE;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (zh_ != nullptr) rc = call(zh_);
-    }
-    if (rc == ZOK) return;
-    ZkCode code = MapRc(rc);
-    if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
-    Post([ctx, code] {
+  void Issue(CallContext* ctx, std::function<int(zhandle_t*)> call) {
+    Post([this, ctx, call = std::move(call)] {
+      const int rc = zh_ != nullptr ? call(zh_) : ZINVALIDSTATE;
+      if (rc == ZOK) return;
+      ZkCode code = MapRc(rc);
+      if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
       DropWatcher(ctx->watcher_id);
       ctx->Report(code);
       ctx->Fail(code);
@@ -517,13 +540,17 @@ class ZkClientSession final : public ZkSession {
     self->HandleSessionState(zh, state);
   }
 
+  // On the loop, inside zookeeper_process.
   void HandleSessionState(zhandle_t* zh, int state) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (zh != zh_ || closed_) return;  // an old handle's last words
-    }
+    if (zh != zh_) return;  // an old handle's last words
     if (state == ZOO_CONNECTED_STATE) {
       negotiated_timeout_ms_ = zoo_recv_timeout(zh);
+      {
+        const clientid_t* id = zoo_client_id(zh);
+        std::lock_guard<std::mutex> l(mu_);
+        credentials_.session_id = id->client_id;
+        credentials_.password.assign(id->passwd, sizeof(id->passwd));
+      }
       connected_ = true;
       Notify(SessionEvent::kConnected);
     } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
@@ -533,7 +560,7 @@ class ZkClientSession final : public ZkSession {
       Watches().DropAll(this);
       if (ZkObserver* o = observer()) o->OnSessionExpired();
       Notify(SessionEvent::kExpired);
-      Post([this] { Reopen(); });
+      Post([this] { Reopen(); });  // after zookeeper_process has returned
     } else if (state == ZOO_AUTH_FAILED_STATE) {
       connected_ = false;
       Notify(SessionEvent::kAuthFailed);
@@ -544,55 +571,45 @@ class ZkClientSession final : public ZkSession {
     if (listener_) listener_(e);
   }
 
-  // Replaces an expired handle with a new session. zookeeper_close may block,
-  // so it runs here on the worker thread, never on the completion thread.
+  // Replaces an expired handle with a new session. On the loop.
   void Reopen() {
-    zhandle_t* old = nullptr;
+    if (zh_ != nullptr) zookeeper_close(zh_);  // expired: nothing to send
+    zh_ = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (closed_) return;
-      old = zh_;
-      zh_ = nullptr;
+      credentials_ = SessionCredentials{};
     }
-    if (old != nullptr) zookeeper_close(old);
-    absl::Status s;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (closed_) return;
-      s = OpenLocked(nullptr);
-      if (!s.ok() && zh_ != nullptr) return;  // opened; auth setup failed (kAuthFailed follows)
-    }
+    absl::Status s = Open();
     if (s.ok()) {
-      std::lock_guard<std::mutex> l(work_mu_);
       reopen_backoff_ = kMinReopenBackoff;
       return;
     }
+    if (zh_ != nullptr) return;  // opened; auth setup failed (kAuthFailed follows)
     // zookeeper_init fails when no server name resolves (a DNS outage often
     // comes with the network trouble that expired the session). Try again
-    // with backoff, on the worker thread, until it works or Close() runs:
-    // giving up would leave the replica NOT_SERVING for good.
+    // with backoff until it works or Close() runs: giving up would leave the
+    // replica NOT_SERVING for good.
     ScheduleRetry(s);
   }
 
+  // On the loop.
   void ScheduleRetry(const absl::Status& why) {
-    {
-      std::lock_guard<std::mutex> l(work_mu_);
-      std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %lld ms): %s\n",
-                   static_cast<long long>(reopen_backoff_.count()),
-                   std::string(why.message()).c_str());
-      reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
-      reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
-    }
-    work_cv_.notify_all();
+    std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %lld ms): %s\n",
+                 static_cast<long long>(reopen_backoff_.count()),
+                 std::string(why.message()).c_str());
+    reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
+    reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
   }
 
-  absl::Status OpenLocked(const clientid_t* id) {
+  // On the loop.
+  absl::Status Open() {
     if (options_.before_open) {
       if (absl::Status s = options_.before_open(); !s.ok()) return s;
     }
     zh_ = zookeeper_init(options_.connect_string.c_str(),
                          &ZkClientSession::OnSessionEvent,
-                         static_cast<int>(options_.session_timeout.count()), id,
+                         static_cast<int>(options_.session_timeout.count()), nullptr,
                          this, 0);
     if (zh_ == nullptr) {
       // EINVAL: the connect string does not parse (a configuration error).
@@ -629,42 +646,81 @@ class ZkClientSession final : public ZkSession {
     return absl::OkStatus();
   }
 
+  // Queues `fn` for the loop. From another thread, wakes the loop if it may
+  // be asleep; the loop itself looks at the queue before it polls.
   void Post(std::function<void()> fn) {
+    bool wake;
     {
-      std::lock_guard<std::mutex> l(work_mu_);
-      work_.push_back(std::move(fn));
+      std::lock_guard<std::mutex> l(mu_);
+      wake = queue_.empty() && std::this_thread::get_id() != loop_id_;
+      queue_.push_back(std::move(fn));
     }
-    work_cv_.notify_one();
+    if (wake) Wake();
   }
 
-  // Runs posted work in order; also the retries of a failed open when
-  // reopen_at_ is due (other work keeps flowing while one is pending).
-  void WorkerLoop() {
+  void Wake() {
+    const uint64_t one = 1;
+    if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+  }
+
+  // The session's thread (see the top of this file).
+  void Loop() {
     using Clock = std::chrono::steady_clock;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      loop_id_ = std::this_thread::get_id();
+    }
+    std::deque<std::function<void()>> work;
     for (;;) {
-      std::function<void()> fn;
       {
-        std::unique_lock<std::mutex> l(work_mu_);
-        for (;;) {
-          if (!work_.empty() || stop_worker_) break;
-          if (reopen_at_.has_value() && Clock::now() >= *reopen_at_) break;
-          if (reopen_at_.has_value()) {
-            work_cv_.wait_until(l, *reopen_at_);
-          } else {
-            work_cv_.wait(l);
-          }
-        }
-        if (!work_.empty()) {
-          fn = std::move(work_.front());
-          work_.pop_front();
-        } else if (stop_worker_) {
-          break;
-        } else {  // a retry is due
-          reopen_at_.reset();
-          fn = [this] { Reopen(); };
-        }
+        std::lock_guard<std::mutex> l(mu_);
+        if (stop_loop_) return;
+        work.swap(queue_);
       }
-      fn();
+      for (auto& fn : work) fn();
+      work.clear();
+      if (reopen_at_.has_value() && Clock::now() >= *reopen_at_) {
+        reopen_at_.reset();
+        Reopen();
+        continue;
+      }
+      struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
+      nfds_t nfds = 1;
+      int timeout_ms = -1;
+      if (zh_ != nullptr) {
+        int fd = -1, interest = 0;
+        struct timeval tv {};
+        zookeeper_interest(zh_, &fd, &interest, &tv);
+        if (fd >= 0) {
+          fds[1].fd = fd;
+          fds[1].events = static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                             ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
+          nfds = 2;
+        }
+        timeout_ms = static_cast<int>(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+      }
+      if (reopen_at_.has_value()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*reopen_at_ - Clock::now());
+        const int wait = static_cast<int>(std::max<int64_t>(0, left.count()));
+        timeout_ms = timeout_ms < 0 ? wait : std::min(timeout_ms, wait);
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!queue_.empty() || stop_loop_) timeout_ms = 0;  // queued by a callback
+      }
+      const int n = poll(fds, nfds, timeout_ms);
+      if (n > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t count;
+        (void)!read(wake_fd_, &count, sizeof(count));
+      }
+      if (zh_ != nullptr) {
+        int events = 0;
+        if (nfds == 2) {
+          if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
+          if (fds[1].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
+        }
+        zookeeper_process(zh_, events);  // also due pings and timeouts
+      }
     }
   }
 
@@ -672,21 +728,23 @@ class ZkClientSession final : public ZkSession {
   SessionListener listener_;
 
   mutable std::mutex mu_;
-  zhandle_t* zh_ = nullptr;  // GUARDED_BY(mu_)
-  bool closed_ = false;      // GUARDED_BY(mu_)
+  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_) work for the loop
+  bool closed_ = false;                      // GUARDED_BY(mu_)
+  bool stop_loop_ = false;                   // GUARDED_BY(mu_)
+  std::thread::id loop_id_;                  // GUARDED_BY(mu_) for writes
+  SessionCredentials credentials_;           // GUARDED_BY(mu_)
   std::atomic<bool> connected_{false};
   std::atomic<int> negotiated_timeout_ms_{0};
+  int wake_fd_ = -1;
 
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;  // GUARDED_BY(work_mu_)
-  bool stop_worker_ = false;                // GUARDED_BY(work_mu_)
+  // The loop's own (then Close's, once the loop has ended).
+  zhandle_t* zh_ = nullptr;
   static constexpr std::chrono::milliseconds kResolutionWindow{5000};
   static constexpr std::chrono::milliseconds kMinReopenBackoff{250};
   static constexpr std::chrono::milliseconds kMaxReopenBackoff{10000};
-  std::optional<std::chrono::steady_clock::time_point> reopen_at_;  // GUARDED_BY(work_mu_)
-  std::chrono::milliseconds reopen_backoff_ = kMinReopenBackoff;     // GUARDED_BY(work_mu_)
-  std::thread worker_;
+  std::optional<std::chrono::steady_clock::time_point> reopen_at_;
+  std::chrono::milliseconds reopen_backoff_ = kMinReopenBackoff;
+  std::thread loop_;
 };
 
 }  // namespace
@@ -697,34 +755,34 @@ std::unique_ptr<ZkSession> NewZkClientSession(const ZkClientOptions& options) {
 
 absl::Status ExpireZkSession(const std::string& connect_string,
                              const SessionCredentials& creds) {
-  struct Wait {
-    std::mutex mu;
-    std::condition_variable cv;
-    int state = 0;
-  } wait;
   clientid_t id{};
   id.client_id = creds.session_id;
   std::memcpy(id.passwd, creds.password.data(),
               std::min(creds.password.size(), sizeof(id.passwd)));
-  auto watcher = [](zhandle_t*, int type, int state, const char*, void* ctx) {
-    if (type != ZOO_SESSION_EVENT) return;
-    auto* w = static_cast<Wait*>(ctx);
-    std::lock_guard<std::mutex> l(w->mu);
-    w->state = state;
-    w->cv.notify_all();
+  int state = 0;
+  auto watcher = [](zhandle_t*, int type, int st, const char*, void* ctx) {
+    if (type == ZOO_SESSION_EVENT) *static_cast<int*>(ctx) = st;
   };
-  zhandle_t* zh = zookeeper_init(connect_string.c_str(), watcher, 10000, &id,
-                                 &wait, 0);
+  zhandle_t* zh = zookeeper_init(connect_string.c_str(), watcher, 10000, &id, &state, 0);
   if (zh == nullptr) return absl::InternalError("zookeeper_init failed");
-  bool ok;
-  {
-    std::unique_lock<std::mutex> l(wait.mu);
-    ok = wait.cv.wait_for(l, std::chrono::seconds(20), [&] {
-      return wait.state == ZOO_CONNECTED_STATE ||
-             wait.state == ZOO_EXPIRED_SESSION_STATE;
-    });
-    ok = ok && wait.state == ZOO_CONNECTED_STATE;
+  // Single-threaded client: drive it here until the twin is attached.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (state != ZOO_CONNECTED_STATE && state != ZOO_EXPIRED_SESSION_STATE &&
+         std::chrono::steady_clock::now() < deadline) {
+    int fd = -1, interest = 0;
+    struct timeval tv {};
+    zookeeper_interest(zh, &fd, &interest, &tv);
+    struct pollfd pfd = {fd, static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                                ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0)), 0};
+    const int timeout_ms = static_cast<int>(std::min<int64_t>(
+        100, tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000));
+    poll(&pfd, fd >= 0 ? 1 : 0, timeout_ms);
+    int events = 0;
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
+    if (pfd.revents & POLLOUT) events |= ZOOKEEPER_WRITE;
+    zookeeper_process(zh, events);
   }
+  const bool ok = state == ZOO_CONNECTED_STATE;
   zookeeper_close(zh);  // closing the twin ends the shared session
   if (!ok) return absl::DeadlineExceededError("could not attach to the session");
   return absl::OkStatus();

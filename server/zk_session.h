@@ -2,8 +2,7 @@
 //
 // An asynchronous, callback-based view of one ZooKeeper session, shaped after
 // the C client's async API. Every callback (completions, watches, session
-// events) runs on the session's single completion thread: callbacks must not
-// block. Calls may be made from any thread, including from callbacks. After an
+// events) runs on the session's own thread: callbacks must not block. Calls may be made from any thread, including from callbacks. After an
 // expiry the session reconnects with a new session id by itself and reports
 // kExpired then kConnected. Implementations: ZkClientSession (the real C
 // client, the only file that includes zookeeper.h) and test doubles that wrap
@@ -197,7 +196,8 @@ struct ZkClientOptions {
   std::function<absl::Status()> before_open;
 };
 
-// The real session over the ZooKeeper C client (zookeeper_mt).
+// The real session over the single-threaded ZooKeeper C client
+// (zookeeper_st), driven by one thread of its own (see zk_session.cc).
 std::unique_ptr<ZkSession> NewZkClientSession(const ZkClientOptions& options);
 
 // Expires the session `creds` on purpose, the way ZooKeeper's own tests do:

@@ -111,7 +111,7 @@ MUTATIONS = [
     ("dockerfile: ignore file drops a copied directory", DI, "deploy/prometheus\n", "deploy/prometheus\nprotos\n",
      "COPY source protos is in the build context"),
     ("dockerfile: ignore file sends build/", DI, "\nbuild\n", "\n", "excludes build/server/turnstiled"),
-    ("dockerfile: runtime list misses a library package", RL, "libzookeeper-mt2\n", "",
+    ("dockerfile: runtime list misses a library package", RL, "libzookeeper-st2\n", "",
      "runtime list has every package"),
     ("dockerfile: runtime list has an unneeded package", RL, "libc6\n", "libc6\ncurl\n",
      "no package that provides no NEEDED"),
