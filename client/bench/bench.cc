@@ -37,8 +37,11 @@ constexpr char kUsage[] =
     "                      lists its lock nodes there after the drain)\n"
     "  --zk-fsync on|off   whether that ZooKeeper fsyncs (forceSync); only a\n"
     "                      label for the tables and JSON (default unknown)\n"
-    "  --server-pid PID    the replica's process id, for W5's memory and CPU\n"
+    "  --server-pid PID    the replica's process id, for its CPU and context\n"
+    "                      switches per cycle (w1..w3) and W5's memory and CPU\n"
     "                      (read from /proc; without it they are not measured)\n"
+    "  --zk-pid PID        ZooKeeper's process id, for its CPU and context\n"
+    "                      switches per cycle on each side (w1..w3)\n"
     "  --workloads LIST    of w1,w2,w3,w4,w5 (default all)\n"
     "  --duration D        per workload and side, e.g. 5s, 500ms (default 5s)\n"
     "  --warmup D          unmeasured cycles on both sides before the first of\n"
@@ -153,7 +156,7 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     size_t eq = name.find('=');
     if (eq != std::string::npos) name = name.substr(0, eq);
     static const char* const kValued[] = {"server",     "zk",         "zk-root",
-                                          "zk-fsync",   "server-pid", "workloads",
+                                          "zk-fsync",   "server-pid", "zk-pid",     "workloads",
                                           "duration",   "herd-sizes", "w5-waiters",
                                           "w5-idle",    "warmup",     "slices",
                                           "w5-restart-zk"};
@@ -201,6 +204,8 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
       o->zk_fsync = value;
     } else if (name == "server-pid") {
       if (!one_int(1, 1 << 30, &o->server_pid)) return refuse("is not a process id");
+    } else if (name == "zk-pid") {
+      if (!one_int(1, 1 << 30, &o->zk_pid)) return refuse("is not a process id");
     } else if (name == "w5-waiters") {
       if (!one_int(2, 100000, &o->w5_waiters)) return refuse("must be 2..100000");
       w5_waiters_set = true;
@@ -381,6 +386,44 @@ void Interleave(int slices, const std::function<bool(int)>& turnstile,
   }
 }
 
+// CPU and context switches per cycle of each process, both sides: what a
+// cycle costs the machine (on one machine that is the throughput).
+void PrintUsage(const SideUsage& t, uint64_t t_cycles, const SideUsage& f, uint64_t f_cycles) {
+  auto per = [](const SideUsage::Process& p, uint64_t cycles, bool cpu) {
+    if (!p.known || cycles == 0) return std::nan("");
+    return cpu ? p.cpu_s * 1000.0 / cycles : static_cast<double>(p.switches) / cycles;
+  };
+  std::printf("  per cycle (from /proc, per slice)           CPU (ms)  ctx switches   CPU / floor's process\n");
+  const double floor_cpu = per(f.self, f_cycles, true);
+  auto line = [&](const char* what, const SideUsage::Process& p, uint64_t cycles) {
+    const double cpu = per(p, cycles, true);
+    std::printf("  %-42s %9s %13s %23s\n", what, Fmt(cpu, "%.3f").c_str(),
+                Fmt(per(p, cycles, false), "%.1f").c_str(), Fmt(Ratio(cpu, floor_cpu), "%.2f").c_str());
+  };
+  line("turnstile: turnstiled", t.server, t_cycles);
+  line("turnstile: client side (this bench)", t.self, t_cycles);
+  line("turnstile: ZooKeeper", t.zk, t_cycles);
+  line("floor: its process (this bench)", f.self, f_cycles);
+  line("floor: ZooKeeper", f.zk, f_cycles);
+  const double t_zk = per(t.zk, t_cycles, true), f_zk = per(f.zk, f_cycles, true);
+  std::printf("  ZooKeeper CPU per turnstile cycle / per floor cycle: %s\n",
+              Fmt(Ratio(t_zk, f_zk), "%.2f").c_str());
+}
+
+// The same, for BENCH_JSON.
+Json UsageJson(const SideUsage& u, uint64_t cycles, bool server) {
+  Json j;
+  auto add = [&](const char* name, const SideUsage::Process& p) {
+    if (!p.known || cycles == 0) return;
+    j.Num(std::string(name) + "_cpu_ms_per_cycle", p.cpu_s * 1000.0 / cycles)
+        .Num(std::string(name) + "_switches_per_cycle", static_cast<double>(p.switches) / cycles);
+  };
+  if (server) add("turnstiled", u.server);
+  add(server ? "client" : "process", u.self);
+  add("zookeeper", u.zk);
+  return j;
+}
+
 // The length of one slice of W1..W3.
 Millis SliceLength(const BenchOptions& o) { return o.duration / o.slices; }
 
@@ -483,14 +526,20 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   std::unique_ptr<Floor> floor = Floor::Open(o, &error);
   if (floor == nullptr) fs = Failed(error);
   const Millis slice = SliceLength(o);
+  UsageMeter meter(o);
+  SideUsage tu, fu;
   Interleave(
       o.slices,
       [&](int) {
-        if (ts.errors == 0) ts.Merge(turnstile.Run(slice));
+        if (ts.errors == 0) {
+          ts.Merge(meter.Measure(&tu, true, [&] { return turnstile.Run(slice); }));
+        }
         return ts.errors == 0;
       },
       [&](int) {
-        if (fs.errors == 0) fs.Merge(floor->Cycles(w, clients, slice));
+        if (fs.errors == 0) {
+          fs.Merge(meter.Measure(&fu, false, [&] { return floor->Cycles(w, clients, slice); }));
+        }
         return fs.errors == 0;
       });
   floor.reset();  // deletes the floor's nodes before the next workload
@@ -503,6 +552,7 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   std::printf("  cycles: turnstile %llu, floor %llu\n",
               static_cast<unsigned long long>(t.cycles), static_cast<unsigned long long>(f.cycles));
   PrintSliceRates(ts, fs);
+  PrintUsage(tu, t.cycles, fu, f.cycles);
   auto side = [&](const CycleResult& r) {
     return Json()
         .Int("cycles", static_cast<int64_t>(r.cycles))
@@ -521,6 +571,9 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
       .Num("warmup_s", o.warmup.count() / 1000.0)
       .Obj("turnstile", side(t))
       .Obj("floor", side(f).Str("op", "create_es+getChildren+delete"))
+      .Obj("usage", Json()
+                        .Obj("turnstile", UsageJson(tu, t.cycles, true))
+                        .Obj("floor", UsageJson(fu, f.cycles, false)))
       .Obj("ratio", Json()
                         .Num(rate, Ratio(t.per_second, f.per_second))
                         .Num("cycle_p50_ms", Ratio(t.cycle.p50_ms, f.cycle.p50_ms))
@@ -548,6 +601,8 @@ bool RunW2(const BenchOptions& o) {
   std::fflush(stdout);
   std::vector<std::string> names(clients, LockName(o, "w2"));
   CycleSamples ts, fs, hs;
+  UsageMeter meter(o);
+  SideUsage tu, fu;
   TurnstileCycles turnstile(o, names);
   std::string error;
   if (!turnstile.Connect(&error)) ts = Failed(error);
@@ -560,14 +615,19 @@ bool RunW2(const BenchOptions& o) {
   Interleave(
       o.slices,
       [&](int) {
-        if (ts.errors == 0) ts.Merge(turnstile.Run(slice));
+        if (ts.errors == 0) {
+          ts.Merge(meter.Measure(&tu, true, [&] { return turnstile.Run(slice); }));
+        }
         return ts.errors == 0;
       },
       [&](int k) {
         // Contended cycles, then delete -> watch; the other way round in
         // every other slot, so neither sits nearer the start on average.
         auto cycles = [&] {
-          if (fs.errors == 0) fs.Merge(floor->ContendedLock("w2", clients, slice));
+          if (fs.errors == 0) {
+            fs.Merge(meter.Measure(&fu, false,
+                                   [&] { return floor->ContendedLock("w2", clients, slice); }));
+          }
         };
         auto handoffs = [&] {
           if (hs.errors == 0) hs.Merge(floor->DeleteToWatch("w2-handoff", slice));
@@ -595,6 +655,7 @@ bool RunW2(const BenchOptions& o) {
   PrintHandoffNote(t.handoff.count, t.acquired_before_released, t.handoff_signed);
   std::printf("  floor: %zu delete->watch samples\n", h.handoff.count);
   PrintSliceRates(ts, fs);
+  PrintUsage(tu, t.cycles, fu, f.cycles);
   bool ok = true;
   Json j = JsonFor(o, "w2");
   j.Int("clients", clients)
@@ -617,6 +678,7 @@ bool RunW2(const BenchOptions& o) {
                                  static_cast<int64_t>(t.acquired_before_released))
                             .Num("release_to_acquired_p50_ms", t.release_to_acquired.p50_ms)
                             .Num("release_to_acquired_p99_ms", t.release_to_acquired.p99_ms)
+                            .Obj("usage", UsageJson(tu, t.cycles, true))
                             .Int("errors", static_cast<int64_t>(t.errors)))
       .Obj("floor", Json()
                         .Int("cycles", static_cast<int64_t>(f.cycles))
@@ -626,6 +688,7 @@ bool RunW2(const BenchOptions& o) {
                         .Num("handoff_p99_ms", h.handoff.p99_ms)
                         .Num("handoff_mean_ms", h.handoff.mean_ms)
                         .Str("cycles_op", "raw herd-free lock recipe, one session")
+                        .Obj("usage", UsageJson(fu, f.cycles, false))
                         .Str("handoff_op", "delete issued -> getData watch fired (2 sessions)")
                         .Int("errors", static_cast<int64_t>(f.errors + h.errors)))
       .Obj("ratio", Json()

@@ -33,6 +33,8 @@ struct BenchOptions {
   std::string zk_fsync = "unknown";
   // The replica's process id, for W5's RSS and CPU (/proc); 0 = not known.
   int server_pid = 0;
+  // ZooKeeper's process id, for its CPU per cycle in W1..W3; 0 = not known.
+  int zk_pid = 0;
   std::vector<std::string> workloads = {"w1", "w2", "w3", "w4", "w5"};
   Millis duration{5000};
   // Unmeasured cycles on both sides before the first measured workload
@@ -117,6 +119,49 @@ ZkCounters CounterDelta(const Mntr& before, const Mntr& after);
 int64_t ProcessRssBytes(int pid);
 // utime + stime of process `pid` in seconds; -1 if it cannot be read.
 double ProcessCpuSeconds(int pid);
+// Context switches (voluntary + involuntary) of all of process `pid`'s
+// threads (/proc/PID/task/*/status; a thread that ended is not counted, so
+// a reading is per slice, with the same threads alive at both ends); -1 if
+// it cannot be read.
+int64_t ProcessContextSwitches(int pid);
+
+// CPU and context switches of the processes a cycle workload runs through,
+// summed over one side's slices (W1..W3). The sides' slices run one after
+// the other, so each process's delta over a slice belongs to that side.
+struct SideUsage {
+  struct Process {
+    double cpu_s = 0;
+    int64_t switches = 0;
+    bool known = true;  // false once a reading failed (no pid, or gone)
+  };
+  Process server;  // turnstiled (the turnstile side only)
+  Process self;    // this process: turnstile's client side, or the floor
+  Process zk;      // ZooKeeper
+};
+
+// Measures SideUsage around slices.
+class UsageMeter {
+ public:
+  explicit UsageMeter(const BenchOptions& o) : o_(o) {}
+  // Runs `fn` and adds each process's usage over it to `into`; `server`:
+  // whether the replica's usage belongs to this side.
+  template <typename F>
+  auto Measure(SideUsage* into, bool server, F&& fn) {
+    const Snapshot before = Take();
+    auto result = fn();
+    Add(before, Take(), server, into);
+    return result;
+  }
+
+ private:
+  struct Snapshot {
+    double cpu[3] = {-1, -1, -1};
+    int64_t switches[3] = {-1, -1, -1};
+  };
+  Snapshot Take() const;
+  static void Add(const Snapshot& a, const Snapshot& b, bool server, SideUsage* into);
+  const BenchOptions& o_;
+};
 
 // --- results ----------------------------------------------------------------
 

@@ -16,6 +16,8 @@
 
 #include "client/bench/bench_internal.h"
 
+#include <dirent.h>
+
 namespace turnstile::bench {
 
 double ToMs(Clock::duration d) {
@@ -145,6 +147,54 @@ double ProcessCpuSeconds(int pid) {
   }
   const long ticks = sysconf(_SC_CLK_TCK);
   return ticks > 0 ? static_cast<double>(utime + stime) / ticks : -1;
+}
+
+int64_t ProcessContextSwitches(int pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int64_t total = 0;
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::FILE* f = std::fopen((dir + "/" + e->d_name + "/status").c_str(), "r");
+    if (f == nullptr) continue;  // the thread ended meanwhile
+    char line[256];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      long long v = 0;
+      if (std::sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+          std::sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1) {
+        total += v;
+      }
+    }
+    std::fclose(f);
+  }
+  closedir(d);
+  return total;
+}
+
+UsageMeter::Snapshot UsageMeter::Take() const {
+  Snapshot s;
+  const int pids[3] = {o_.server_pid, static_cast<int>(getpid()), o_.zk_pid};
+  for (int i = 0; i < 3; ++i) {
+    if (pids[i] <= 0) continue;
+    s.cpu[i] = ProcessCpuSeconds(pids[i]);
+    s.switches[i] = ProcessContextSwitches(pids[i]);
+  }
+  return s;
+}
+
+void UsageMeter::Add(const Snapshot& a, const Snapshot& b, bool server, SideUsage* into) {
+  SideUsage::Process* procs[3] = {server ? &into->server : nullptr, &into->self, &into->zk};
+  for (int i = 0; i < 3; ++i) {
+    SideUsage::Process* p = procs[i];
+    if (p == nullptr) continue;
+    if (a.cpu[i] < 0 || b.cpu[i] < 0 || a.switches[i] < 0 || b.switches[i] < 0) {
+      p->known = false;
+      continue;
+    }
+    p->cpu_s += b.cpu[i] - a.cpu[i];
+    p->switches += b.switches[i] - a.switches[i];
+  }
 }
 
 // --- four-letter words --------------------------------------------------------

@@ -98,7 +98,7 @@ echo
 rc=0
 timeout --signal=TERM --kill-after=10 "${TURNSTILE_BENCH_TIMEOUT:-600}" \
   "$bin/client/bench/turnstile-bench" --server "127.0.0.1:$ts_port" --zk "127.0.0.1:$zk_port" \
-  --zk-fsync "$fsync_label" --server-pid "$ts_pid" ${restart_args[@]+"${restart_args[@]}"} \
+  --zk-fsync "$fsync_label" --server-pid "$ts_pid" --zk-pid "$(current_zk_pid)" ${restart_args[@]+"${restart_args[@]}"} \
   ${bench_args[@]+"${bench_args[@]}"} || rc=$?
 echo
 if [ $rc -ne 0 ]; then
