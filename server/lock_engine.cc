@@ -934,10 +934,68 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
   c->handoff_from = handoff_from_;  // measured to the announcement
   c->watching.clear();
   c->suspended = false;
+  c->own_read = false;
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
   if (confirmed && MayAnnounce(c)) Announce(c);
-  ArmOwn(c);  // the holder's watch on its own node (and, unconfirmed, the confirming read)
+  if (c->announced && c->params.ttl == Millis(0)) {
+    DeferOwnWatch(c);
+  } else {
+    ArmOwn(c);  // the holder's watch on its own node (and, unconfirmed, the confirming read)
+  }
+}
+
+// A hold announced from a listing or a transaction that proved its node
+// (the common, uncontended case) watches its own node only once it has
+// lasted kOwnWatchDelay: most such holds are short, and the read and watch
+// were a fourth ZooKeeper request per cycle (plus the notification of its
+// own delete). What the watch is for still holds:
+//   - a deletion by someone else (Release by lease id, an operator) is told
+//     as LOST(DELETED) at most kOwnWatchDelay plus a round trip later;
+//   - a release in that window that finds the node already gone says
+//     LOST(DELETED), never RELEASED (OnDeleteFoundNoNode): nothing held is
+//     lost silently. A NO_NODE answer to the holder's own delete proves its
+//     session alive, so it is a deletion by someone else, not an expiry;
+//   - a revocation request written meanwhile is told once the read runs.
+// Leases (ttl > 0) watch at once: renewals through other replicas are
+// followed by the node's version.
+void LockEngine::DeferOwnWatch(Contender* c) {
+  static constexpr Millis kOwnWatchDelay{10};
+  const uint64_t id = c->id, gen = ++c->own_gen;
+  c->own_timer = timers_->ScheduleAfter(kOwnWatchDelay, [this, id, gen] {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (shut_down_) return;
+      auto it = contenders_.find(id);
+      if (it == contenders_.end() || it->second->own_gen != gen) return;
+      Contender* c = it->second.get();
+      c->own_timer = 0;
+      if (c->state == State::kHeld && c->announced) ArmOwn(c);
+    }
+    Deliver();
+  });
+}
+
+// The holder's own delete found no node. If it never read its node since
+// the grant (DeferOwnWatch) and the delete was answered the first time, the
+// node was deleted by someone else while the hold was unwatched: LOST, not
+// RELEASED. Otherwise (a watch would have told; or an earlier attempt of
+// this delete may have applied) it is this release's own doing.
+void LockEngine::OnDeleteFoundNoNode(Contender* c) {
+  if (!c->sink || !c->announced || c->own_read || c->delete_retried) {
+    OnDeleted(c, nullptr);
+    return;
+  }
+  ++stats_.lost;
+  if (observer_) observer_->OnLost(LostReason::kDeleted);
+  LockEvent e;
+  e.type = LockEvent::Type::kLost;
+  e.reason = LostReason::kDeleted;
+  e.message = "the lock's node was deleted outside this stream (Release by lease id, possibly "
+              "through another replica, or an operator) before this release";
+  Emit(c, e);
+  Finish(c, absl::OkStatus());  // drops the sink: OnDeleted sends no RELEASED
+  OnDeleted(c, nullptr);        // the node is gone: the contender behind re-decides
 }
 
 void LockEngine::Announce(Contender* c) {
@@ -988,6 +1046,9 @@ void LockEngine::Requeue(Contender* c) {
 // through another replica.
 void LockEngine::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
+  c->own_read = true;
+  timers_->Cancel(c->own_timer);
+  c->own_timer = 0;
   auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
@@ -1235,6 +1296,7 @@ void LockEngine::IssueDelete(Contender* c) {
         if (c == nullptr) return;
         c->handoff_in_flight = false;
         if (IsRetryable(del)) {
+          c->delete_retried = true;
           Stall(c);
         } else if (del == ZkCode::kOk && check == ZkCode::kOk) {
           OnDeleted(c, next_path.empty() ? nullptr : &next_path);
@@ -1245,8 +1307,10 @@ void LockEngine::IssueDelete(Contender* c) {
         } else if (del == ZkCode::kOther) {
           c->mark_failed = true;  // the lock node could not be marked: delete alone
           IssueDelete(c);
+        } else if (del == ZkCode::kNoNode) {
+          OnDeleteFoundNoNode(c);
         } else {
-          OnDeleted(c, nullptr);  // already gone, or gone with the session
+          OnDeleted(c, nullptr);  // gone with the session
         }
       }
       Deliver();
@@ -1265,9 +1329,12 @@ void LockEngine::IssueDelete(Contender* c) {
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {
+        c->delete_retried = true;
         Stall(c);
+      } else if (code == ZkCode::kNoNode) {
+        OnDeleteFoundNoNode(c);
       } else {
-        OnDeleted(c, nullptr);  // deleted, already gone, or gone with the session
+        OnDeleted(c, nullptr);  // deleted, or gone with the session
       }
     }
     Deliver();
@@ -1295,6 +1362,7 @@ void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
 void LockEngine::Forget(Contender* c) {
   Disarm(c);
   timers_->Cancel(c->delay_timer);
+  timers_->Cancel(c->own_timer);
   c->slot->watched_path_bytes -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);

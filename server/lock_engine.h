@@ -382,6 +382,8 @@ class LockEngine {
   void Announce(Contender* c);
   void Requeue(Contender* c);
   void ArmOwn(Contender* c);
+  void DeferOwnWatch(Contender* c);
+  void OnDeleteFoundNoNode(Contender* c);
   void RenewTtl(Contender* c);
   // The ttl ran out: revoke unless the node's version shows a renewal.
   void CheckTtl(Contender* c);
