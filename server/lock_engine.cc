@@ -960,17 +960,31 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
 // Leases (ttl > 0) watch at once: renewals through other replicas are
 // followed by the node's version.
 void LockEngine::DeferOwnWatch(Contender* c) {
-  static constexpr Millis kOwnWatchDelay{10};
-  const uint64_t id = c->id, gen = ++c->own_gen;
-  c->own_timer = timers_->ScheduleAfter(kOwnWatchDelay, [this, id, gen] {
+  // One timer for all of them (not one per hold: each would wake the timer
+  // thread): holds are queued in grant order and armed in batches.
+  own_pending_.push_back(PendingOwnWatch{Clock::now() + kOwnWatchDelay, c->id, c->own_gen});
+  if (own_batch_timer_ == 0) ScheduleOwnWatches(own_pending_.front().due);
+}
+
+void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
+  own_batch_timer_ = timers_->Schedule(when, [this] {
     {
       std::lock_guard<std::mutex> l(mu_);
+      own_batch_timer_ = 0;
       if (shut_down_) return;
-      auto it = contenders_.find(id);
-      if (it == contenders_.end() || it->second->own_gen != gen) return;
-      Contender* c = it->second.get();
-      c->own_timer = 0;
-      if (c->state == State::kHeld && c->announced) ArmOwn(c);
+      const auto now = Clock::now();
+      while (!own_pending_.empty() && own_pending_.front().due <= now) {
+        const PendingOwnWatch p = own_pending_.front();
+        own_pending_.pop_front();
+        auto it = contenders_.find(p.id);
+        if (it == contenders_.end()) continue;
+        Contender* c = it->second.get();
+        // Still the same hold, still unwatched (ArmOwn bumps own_gen).
+        if (c->own_gen == p.own_gen && c->state == State::kHeld && c->announced && !c->own_read) {
+          ArmOwn(c);
+        }
+      }
+      if (!own_pending_.empty()) ScheduleOwnWatches(own_pending_.front().due);
     }
     Deliver();
   });
@@ -1047,8 +1061,6 @@ void LockEngine::Requeue(Contender* c) {
 void LockEngine::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
   c->own_read = true;
-  timers_->Cancel(c->own_timer);
-  c->own_timer = 0;
   auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
@@ -1362,7 +1374,6 @@ void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
 void LockEngine::Forget(Contender* c) {
   Disarm(c);
   timers_->Cancel(c->delay_timer);
-  timers_->Cancel(c->own_timer);
   c->slot->watched_path_bytes -= c->path_bytes;
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);

@@ -383,6 +383,7 @@ class LockEngine {
   void Requeue(Contender* c);
   void ArmOwn(Contender* c);
   void DeferOwnWatch(Contender* c);
+  void ScheduleOwnWatches(TimerQueue::Clock::time_point when);
   void OnDeleteFoundNoNode(Contender* c);
   void RenewTtl(Contender* c);
   // The ttl ran out: revoke unless the node's version shows a renewal.
@@ -454,6 +455,16 @@ class LockEngine {
   // Set while a local handoff's transaction is being applied: the path of
   // the successor whose node it checked (see LockEngine::LocalSuccessor).
   std::optional<std::string> confirmed_path_;  // GUARDED_BY(mu_)
+  // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
+  // and the one timer that arms them.
+  static constexpr Millis kOwnWatchDelay{10};
+  struct PendingOwnWatch {
+    TimerQueue::Clock::time_point due;
+    uint64_t id;
+    uint64_t own_gen;
+  };
+  std::deque<PendingOwnWatch> own_pending_;   // GUARDED_BY(mu_)
+  TimerQueue::TimerId own_batch_timer_ = 0;   // GUARDED_BY(mu_)
 
   std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
 };

@@ -105,9 +105,7 @@ struct LockEngine::Contender {
   bool mark_failed = false;  // the clean-release mark could not be written
   int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
   TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
-  // The holder's own-node read and watch, deferred (see DeferOwnWatch).
-  TimerQueue::TimerId own_timer = 0;
-  bool own_read = false;        // ArmOwn ran since the grant
+  bool own_read = false;        // ArmOwn ran since the grant (see DeferOwnWatch)
   bool delete_retried = false;  // a delete of its node got no answer once
   // When the holder was last told its validity (ACQUIRED, STILL_HELD).
   engine_internal::Clock::time_point refreshed_at;

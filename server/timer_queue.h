@@ -44,16 +44,19 @@ class TimerQueue {
     std::lock_guard<std::mutex> l(mu_);
     TimerId id = ++next_id_;
     if (stop_) return id;
-    timers_.emplace(std::make_pair(when, id), std::move(fn));
+    auto it = timers_.emplace(std::make_pair(when, id), std::move(fn)).first;
     index_.emplace(id, when);
-    cv_.notify_all();
+    // The thread sleeps until the earliest deadline: only a new earliest
+    // one needs to wake it (most timers are far off: wait timeouts, TTLs).
+    if (it == timers_.begin()) cv_.notify_all();
     return id;
   }
   TimerId ScheduleAfter(Clock::duration d, std::function<void()> fn) {
     return Schedule(Clock::now() + d, std::move(fn));
   }
   // No-op for fired, cancelled or zero ids. A callback already running is
-  // not waited for.
+  // not waited for. Never wakes the thread: a deadline that is gone only
+  // makes it look again.
   void Cancel(TimerId id) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = index_.find(id);
