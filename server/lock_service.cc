@@ -209,6 +209,7 @@ class AcquireReactor final
       // half-close yet: the engine checks with a write when that matters
       // (a hold with a lock-delay, see LockEngine::HalfClose).
       if (uint64_t id = id_.load()) {
+        if (ended_.load()) return;  // the engine is done with it (RELEASED, LOST)
         if (ctx_->IsCancelled()) {
           svc_->engine()->Abandon(id);
         } else {
@@ -264,13 +265,15 @@ class AcquireReactor final
   // The client went away (or the server is shutting down): the lock is
   // released at once. gRPC still needs Finish to reach OnDone.
   void OnCancel() override {
-    if (uint64_t id = id_.load()) svc_->engine()->Abandon(id);
+    if (uint64_t id = id_.load(); id != 0 && !ended_.load()) svc_->engine()->Abandon(id);
     FinishAfterWrites(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
     MarkDone();
-    if (uint64_t id = id_.load()) svc_->engine()->Abandon(id);  // no-op if ended
+    // Abandon is a no-op for a contender the engine ended; skipping it
+    // spares every released stream a trip through the engine's lock.
+    if (uint64_t id = id_.load(); id != 0 && !ended_.load()) svc_->engine()->Abandon(id);
     if (counted_) {
       svc_->CloseStream();
       svc_->NoteStreams("acquire", -1);
@@ -294,7 +297,10 @@ class AcquireReactor final
       }
     }
     void OnFinish(const absl::Status& s) override {
-      if (auto r = r_.lock()) r->FinishAfterWrites(ToGrpc(s));
+      if (auto r = r_.lock()) {
+        r->ended_ = true;  // the engine calls nothing more on this contender
+        r->FinishAfterWrites(ToGrpc(s));
+      }
     }
 
    private:
@@ -329,6 +335,9 @@ class AcquireReactor final
   v1::AcquireRequest req_;
   // 0 until opened; read by OnCancel/OnDone on other threads.
   std::atomic<uint64_t> id_{0};
+  // The engine finished the contender (OnFinish): no Release, HalfClose or
+  // Abandon is needed any more.
+  std::atomic<bool> ended_{false};
 };
 
 class KeepAliveReactor final
