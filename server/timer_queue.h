@@ -75,7 +75,9 @@ class TimerQueue {
       }
       auto first = timers_.begin();
       if (first->first.first > Clock::now()) {
-        cv_.wait_until(l, first->first.first);
+        // A copy: Cancel or Shutdown may erase the entry while this waits.
+        const Clock::time_point due = first->first.first;
+        cv_.wait_until(l, due);
         continue;
       }
       std::function<void()> fn = std::move(first->second);
