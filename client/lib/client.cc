@@ -913,7 +913,9 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   Millis backoff(50);
   std::shared_ptr<HoldCore> core;
   for (;;) {
-    Millis remaining = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    // Rounded up: truncated, the server's wait would end (up to 1 ms) before
+    // the caller's wait_timeout has passed.
+    Millis remaining = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
     if (options.wait_timeout > Millis(0)) {
       remaining = std::max(remaining, Millis(1));
       SetDuration(remaining, open.mutable_wait_timeout());
