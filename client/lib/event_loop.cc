@@ -29,8 +29,11 @@ struct EventLoop::State {
         continue;
       }
       auto first = s.tasks.begin();
-      if (first->first > Clock::now()) {
-        s.cv.wait_until(l, first->first);
+      // A copy: wait_until reads the deadline again after waking, when the
+      // destructor may have dropped the task that held it.
+      const Clock::time_point due = first->first;
+      if (due > Clock::now()) {
+        s.cv.wait_until(l, due);
         continue;
       }
       std::function<void()> task = std::move(first->second);
