@@ -7,6 +7,7 @@
 #include <csignal>
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -637,6 +638,64 @@ TEST_F(ClientLibTest, WaitSurvivesADrainingReplicaThroughAMultiReplicaTarget) {
     ASSERT_TRUE(got->Release().ok());
     EXPECT_TRUE(ContendersBecome("roll", 0));
   }
+}
+
+// The process's threads, from /proc/self/task (one entry per thread).
+size_t ThreadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// A hold costs no thread: 50 holds through one Client (half of them TTL
+// leases, renewed by KeepAlive meanwhile) leave the process's thread count
+// where one hold put it, give or take a few of gRPC's shared threads. The
+// replicas run in this process too; their streams cost no thread either.
+TEST_F(ClientLibTest, HoldsCostNoThreads) {
+  // gRPC's callback threads and the Client's own thread start with the first
+  // hold, once per process and per Client: counted before the 50.
+  {
+    auto first = c1_->Acquire("threads-first", Opts(milliseconds(5000), "threads", milliseconds(1000)));
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE(first->Release().ok());
+  }
+  const size_t before = ThreadCount();
+  constexpr int kHolds = 50;
+  const milliseconds ttl(1000);
+  std::vector<tc::Lock> holds;
+  std::vector<steady_clock::time_point> granted;
+  for (int i = 0; i < kHolds; ++i) {
+    auto held = c1_->Acquire(absl::StrCat("threads-", i),
+                             Opts(milliseconds(5000), "threads", i % 2 == 0 ? milliseconds(0) : ttl));
+    ASSERT_TRUE(held.ok()) << i << ": " << held.status();
+    granted.push_back(steady_clock::now());
+    holds.push_back(std::move(*held));
+  }
+  // Renewed: valid beyond the grant's TTL (renewals go out every ttl/3).
+  auto renewed = [&](int i) {
+    return steady_clock::now() + holds[i].status().valid_for > granted[i] + ttl + milliseconds(100);
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 1; i < kHolds; i += 2) {
+      if (!renewed(i)) return false;
+    }
+    return true;
+  }, milliseconds(10000))) << "the TTL leases were not renewed";
+  const size_t during = ThreadCount();
+  RecordProperty("threads_before", static_cast<int>(before));
+  RecordProperty("threads_with_holds", static_cast<int>(during));
+  std::printf("threads: %zu before, %zu with %d holds\n", before, during, kHolds);
+  EXPECT_LE(during, before + 4) << kHolds << " holds added " << during - before << " threads";
+  for (int i = 0; i < kHolds; ++i) {
+    EXPECT_EQ(holds[i].status().state, tc::LockState::kHeld) << i << ": " << holds[i].status().message;
+    EXPECT_EQ(Contenders(absl::StrCat("threads-", i)), 1u) << i;
+  }
+  for (int i = 0; i < kHolds; ++i) {
+    ASSERT_TRUE(holds[i].Release().ok()) << i;
+    EXPECT_EQ(holds[i].status().state, tc::LockState::kReleased) << i;
+    EXPECT_EQ(Contenders(absl::StrCat("threads-", i)), 0u) << i;
+  }
+  EXPECT_LE(ThreadCount(), before + 4);
 }
 
 }  // namespace

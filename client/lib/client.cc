@@ -1,51 +1,54 @@
 // turnstile C++ client library: see client.h.
 //
 // Structure
-//   Client::Impl   the channel and stub, the reentrancy Registry and the
-//                  KeepAliver (one KeepAlive stream per Client).
-//   HoldCore       one Acquire stream = one server-side contender. It owns the
-//                  stream and a reader thread that turns events into state.
-//                  Reentrant handles of one hold share one HoldCore.
-//   Lock::Hold     one handle (one Lock object's share of a HoldCore).
+//   Client::Impl     the channel and stub, the reentrancy Registry, the
+//                    KeepAliver and the EventLoop (the Client's one thread).
+//   HoldCore         one Acquire stream = one server-side contender: a gRPC
+//                    callback reactor that owns the hold's state and keeps
+//                    itself alive until OnDone. Reentrant handles of one hold
+//                    share one HoldCore.
+//   KeepAliver       renews the Client's TTL leases over one KeepAliveStream
+//                    (a callback reactor) at a time.
+//   Lock::Hold       one handle (one Lock object's share of a HoldCore).
 //
 // Threads
-//   - Per HoldCore, one reader thread (sync gRPC Read loop). It starts with
-//     the stream and ends when the stream ends. Acquire waits for the grant on
-//     a condition variable (bounded), and calls on_queued on the caller's
-//     thread, so every on_queued call happens before Acquire returns.
-//   - Per Client with TTL leases, a KeepAlive scheduler thread (writes) and a
-//     reader thread per KeepAlive stream (reads answers).
-//   - on_change runs on a library thread (the reader thread, or the
-//     KeepAlive reader when a renewal says NOT_FOUND), never under an internal
-//     lock. Notifications of one hold are queued and delivered in order by one
-//     thread at a time.
-//   - gRPC's own threads are never used: everything is the sync API.
+//   - A hold costs no thread. Stream events arrive on gRPC's callback threads
+//     (shared by the process), which only update state and queue work: they
+//     never wait and never run user code.
+//   - Per Client, one EventLoop thread runs every timer (each hold's
+//     careful-client watchdog, the KeepAlive schedule) and delivers on_change
+//     and on_revoke, never under an internal lock. Notifications of one hold
+//     are queued and delivered in order.
+//   - Acquire waits for the grant on a condition variable (bounded), and calls
+//     on_queued on the caller's thread, so every on_queued call happens before
+//     Acquire returns.
 //
 // Release (the last handle of a hold):
-//   - held / suspended: sends `release`, half-closes, waits (at most 10 s) for
-//     the stream to end (RELEASED first). OK if RELEASED (or LOST) arrived; the
-//     stream's status if it broke instead; DEADLINE_EXCEEDED after 10 s, when
-//     the stream is cancelled (a cancel releases too).
+//   - held / suspended: sends `release` and half-closes, waits (at most 10 s)
+//     for the stream to end (RELEASED first) and for the notifications to be
+//     delivered. OK if RELEASED (or LOST) arrived; the stream's status if it
+//     broke instead; DEADLINE_EXCEEDED after 10 s, when the stream is
+//     cancelled (a cancel releases too).
 //   - already lost (or ended): OK without contacting the server; a stream
 //     still open (lease found gone by KeepAlive) is cancelled.
-//   - called from inside on_change on the hold's own reader thread: sends the
-//     release and returns OK without waiting (the waiting would deadlock); the
-//     RELEASED event arrives after the callback returns.
+//   - called on the EventLoop thread (from inside on_change or on_revoke):
+//     sends the release and returns OK without waiting (what it would wait
+//     for runs on this very thread); the stream is still cancelled if it has
+//     not ended 10 s later.
 //   Idempotent: a second Release of a handle returns OK and does nothing.
 //   Non-last reentrant handles: Release only counts down (OK, no server call)
 //   and that handle's on_change gets kReleased.
 #include "client/lib/client.h"
+#include "client/lib/event_loop.h"
+#include "client/lib/stream_writer.h"
 #include "client/lib/tls.h"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -69,11 +72,11 @@ const char* LockStateName(LockState s) {
 namespace {
 
 namespace v1 = ::turnstile::v1;
-using Clock = std::chrono::steady_clock;
+using Clock = EventLoop::Clock;
 using Callback = std::function<void(const LockStatus&)>;
 using RevokeCallback = std::function<void(const std::string&, const std::string&)>;
-using AcquireStreamRW = grpc::ClientReaderWriter<v1::AcquireRequest, v1::AcquireEvent>;
-using KeepAliveStreamRW = grpc::ClientReaderWriter<v1::KeepAliveRequest, v1::KeepAliveResponse>;
+using AcquireReactor = grpc::ClientBidiReactor<v1::AcquireRequest, v1::AcquireEvent>;
+using KeepAliveReactor = grpc::ClientBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>;
 
 // How long Release waits for RELEASED and the end of the stream.
 constexpr Millis kReleaseTimeout{10000};
@@ -109,18 +112,8 @@ Millis Left(Clock::time_point deadline, Clock::time_point now) {
   return std::chrono::duration_cast<Millis>(deadline - now);
 }
 
-// Joins `t` unless it is the calling thread (then detaches it: the thread
-// keeps what it needs alive through its own shared_ptr).
-void Reap(std::thread t, bool may_join = true) {
-  if (!t.joinable()) return;
-  if (!may_join || t.get_id() == std::this_thread::get_id()) {
-    t.detach();
-  } else {
-    t.join();
-  }
-}
-
 class HoldCore;
+class KeepAliveStream;
 
 // Reentrancy: (name, owner) -> the hold this Client has under that owner.
 class Registry {
@@ -149,18 +142,25 @@ class Registry {
   std::map<std::string, std::weak_ptr<HoldCore>> holds_;  // GUARDED_BY(mu_)
 };
 
-// Renews TTL leases over one KeepAlive stream per Client. A scheduler thread
-// sends each lease id every ttl/3; a reader thread per stream applies the
-// answers (renewed until, or NOT_FOUND = the lease is gone). A broken or stuck
-// stream is replaced at the next renewal. Threads start with the first lease.
+// Renews TTL leases over one KeepAlive stream per Client: each lease id is
+// sent every ttl/3, on the Client's EventLoop; the stream's answers (renewed
+// until, or NOT_FOUND = the lease is gone) are applied from its reactions. A
+// broken stream is replaced at the next renewal, a stuck one (an answer
+// overdue by a whole TTL) at once.
 class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
  public:
-  explicit KeepAliver(std::shared_ptr<v1::LockService::Stub> stub) : stub_(std::move(stub)) {}
+  KeepAliver(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<EventLoop> loop)
+      : stub_(std::move(stub)), loop_(std::move(loop)) {}
 
   void Add(const std::string& lease_id, Millis ttl, std::weak_ptr<HoldCore> core);
   void Remove(const std::string& lease_id);
-  // Stops renewing; joins the threads (detaches them if called on one).
+  // Stops renewing and cancels the stream. Idempotent.
   void Shutdown();
+
+  // From a KeepAliveStream's reactions. `sent`: when the answered request
+  // went out.
+  void OnResponse(const v1::KeepAliveResponse& resp, Clock::time_point sent);
+  void OnStreamDone(const KeepAliveStream* stream);
 
  private:
   struct Entry {
@@ -169,69 +169,122 @@ class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
     Clock::time_point next_due;
     std::weak_ptr<HoldCore> core;
   };
-  struct Stream {
-    grpc::ClientContext ctx;
-    std::unique_ptr<KeepAliveStreamRW> rw;
-    std::thread reader;
-    std::thread::id reader_id;
-    bool ended = false;                       // GUARDED_BY(KeepAliver::mu_)
-    std::deque<Clock::time_point> inflight;   // GUARDED_BY(KeepAliver::mu_) send times
-  };
 
-  static void Run(std::shared_ptr<KeepAliver> self);
-  static void ReadLoop(std::shared_ptr<KeepAliver> self, std::shared_ptr<Stream> stream);
-  bool OnLibraryThreadLocked() const;
+  // On the EventLoop: sends what is due, re-arms for the next renewal.
+  void Renew(uint64_t generation);
+  void ArmLocked(Clock::time_point when);
 
   const std::shared_ptr<v1::LockService::Stub> stub_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, Entry> leases_;  // GUARDED_BY(mu_)
-  bool stop_ = false;                    // GUARDED_BY(mu_)
-  std::thread scheduler_;                // GUARDED_BY(mu_)
-  std::thread::id scheduler_id_;         // GUARDED_BY(mu_)
-  std::shared_ptr<Stream> stream_;       // GUARDED_BY(mu_)
-  std::set<std::thread::id> readers_;    // GUARDED_BY(mu_) running reader threads
+  const std::shared_ptr<EventLoop> loop_;
+  std::mutex mu_;
+  std::map<std::string, Entry> leases_;     // GUARDED_BY(mu_)
+  bool stop_ = false;                       // GUARDED_BY(mu_)
+  TimerSlot timer_;                         // GUARDED_BY(mu_)
+  std::shared_ptr<KeepAliveStream> stream_; // GUARDED_BY(mu_)
 };
 
-// One Acquire stream and the state of the hold it represents.
-class HoldCore : public std::enable_shared_from_this<HoldCore> {
+// One KeepAlive stream. Keeps itself alive from Start until OnDone; its
+// KeepAliver is reached through a weak_ptr, so a Client gone meanwhile is
+// simply not told.
+class KeepAliveStream final : public KeepAliveReactor,
+                              public std::enable_shared_from_this<KeepAliveStream> {
  public:
-  HoldCore(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<KeepAliver> ka,
-           std::shared_ptr<Registry> registry, std::string name, std::string registry_key,
-           Millis ttl, Callback first_on_change, RevokeCallback on_revoke = nullptr)
+  explicit KeepAliveStream(std::weak_ptr<KeepAliver> owner)
+      : owner_(std::move(owner)), writer_(this) {}
+
+  void Start(v1::LockService::Stub& stub) {
+    self_ = shared_from_this();
+    stub.async()->KeepAlive(&ctx_, this);
+    writer_.Begin();
+    StartRead(&response_);
+    StartCall();
+  }
+  // False: the stream ended (or is ending) and sends nothing more.
+  bool Send(v1::KeepAliveRequest req) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      sent_.push_back(Clock::now());
+    }
+    return writer_.Write(std::move(req), /*last=*/false);
+  }
+  // When the oldest request still unanswered went out.
+  std::optional<Clock::time_point> OldestUnanswered() const {
+    std::lock_guard<std::mutex> l(mu_);
+    if (sent_.empty()) return std::nullopt;
+    return sent_.front();
+  }
+  void Cancel() { ctx_.TryCancel(); }
+
+ private:
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      writer_.Close();
+      return;
+    }
+    Clock::time_point sent = Clock::now();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!sent_.empty()) {
+        sent = sent_.front();
+        sent_.pop_front();
+      }
+    }
+    if (auto owner = owner_.lock()) owner->OnResponse(response_, sent);
+    StartRead(&response_);
+  }
+  void OnWriteDone(bool ok) override { writer_.OnWriteDone(ok); }
+  void OnDone(const grpc::Status&) override {
+    if (auto owner = owner_.lock()) owner->OnStreamDone(this);
+    std::shared_ptr<KeepAliveStream> self = std::move(self_);  // may be the last reference
+  }
+
+  const std::weak_ptr<KeepAliver> owner_;
+  grpc::ClientContext ctx_;
+  StreamWriter<v1::KeepAliveRequest, v1::KeepAliveResponse> writer_;
+  v1::KeepAliveResponse response_;          // the read in flight
+  std::shared_ptr<KeepAliveStream> self_;   // from Start until OnDone
+  mutable std::mutex mu_;
+  std::deque<Clock::time_point> sent_;      // GUARDED_BY(mu_) send times, unanswered
+};
+
+// One Acquire stream and the state of the hold it represents. A callback
+// reactor: it keeps itself alive from Start until OnDone, whoever else holds
+// it; timers reach it through weak_ptrs, so a finished, released hold is not
+// kept by its watchdog.
+class HoldCore final : public AcquireReactor, public std::enable_shared_from_this<HoldCore> {
+ public:
+  HoldCore(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<EventLoop> loop,
+           std::shared_ptr<KeepAliver> ka, std::shared_ptr<Registry> registry, std::string name,
+           std::string registry_key, Millis ttl, Callback first_on_change,
+           RevokeCallback on_revoke = nullptr)
       : stub_(std::move(stub)),
+        loop_(std::move(loop)),
         ka_(std::move(ka)),
         registry_(std::move(registry)),
         name_(std::move(name)),
         registry_key_(std::move(registry_key)),
-        ttl_(ttl) {
+        ttl_(ttl),
+        on_revoke_(std::move(on_revoke)),
+        writer_(this) {
     live_handles_ = 1;  // handle 0, returned by Acquire
     next_handle_id_ = 1;
     if (first_on_change) subscribers_[0] = std::move(first_on_change);
-    on_revoke_ = std::move(on_revoke);
-  }
-
-  ~HoldCore() {
-    ctx_.TryCancel();  // no-op once the stream ended
-    Reap(std::move(reader_));
   }
 
   // Opens the stream and waits for the grant. OK = granted (the state may
   // already have moved on, e.g. to kLost).
   absl::Status Start(const v1::AcquireOpen& open, Millis wait_timeout,
                      const std::function<void(int64_t)>& on_queued) {
-    rw_ = stub_->Acquire(&ctx_);
-    {
-      v1::AcquireRequest req;
-      *req.mutable_open() = open;
-      std::lock_guard<std::mutex> w(write_mu_);
-      rw_->Write(req);  // a failure shows as the stream's end
-    }
-    std::thread t(&HoldCore::ReadLoop, shared_from_this());
-    std::unique_lock<std::mutex> l(mu_);
-    reader_id_ = t.get_id();
-    reader_ = std::move(t);
+    v1::AcquireRequest req;
+    *req.mutable_open() = open;
+    self_ = shared_from_this();
+    stub_->async()->Acquire(&ctx_, this);
+    writer_.Begin();
+    writer_.Write(std::move(req), /*last=*/false);  // goes out with StartCall
+    StartRead(&event_);
+    StartCall();
 
+    std::unique_lock<std::mutex> l(mu_);
     Millis wait = std::max(Millis(0), std::min(wait_timeout, kMaxWaitForDeadline));
     const Clock::time_point deadline = Clock::now() + wait + kAcquireSlack;
     bool timed_out = false;
@@ -253,23 +306,17 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
       }
     }
     if (timed_out) {
-      std::thread r = std::move(reader_);
       l.unlock();
       ctx_.TryCancel();
-      Reap(std::move(r));
       return absl::DeadlineExceededError(
           "turnstile client: no answer from the server within wait_timeout + " +
           std::to_string(kAcquireSlack.count()) + "ms; the wait was cancelled");
     }
     if (phase_ == Phase::kFailed) {
-      grpc::Status st = end_status_;
-      std::thread r = std::move(reader_);
-      l.unlock();
-      Reap(std::move(r));  // the stream ended: the thread is finishing
-      if (st.ok()) {
+      if (end_status_.ok()) {
         return absl::UnknownError("the Acquire stream ended without ACQUIRED and without an error");
       }
-      return FromGrpc(st);
+      return FromGrpc(end_status_);
     }
     return absl::OkStatus();
   }
@@ -291,10 +338,10 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   // Releases handle `id`; the hold itself when it is the last. `*final`
   // receives the status the handle reports from now on.
   absl::Status ReleaseHandle(int id, LockStatus* final) {
+    // On the EventLoop thread nothing may wait: what Release waits for (the
+    // delivery of RELEASED, the timers) runs on that very thread.
+    const bool may_wait = !loop_->InLoopThread();
     std::unique_lock<std::mutex> l(mu_);
-    const bool on_library_thread =
-        std::this_thread::get_id() == reader_id_ ||
-        (delivering_ && deliverer_ == std::this_thread::get_id());
     --live_handles_;
     if (live_handles_ > 0) {
       // Not the last handle: count down only.
@@ -309,8 +356,8 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
       if (it != subscribers_.end()) {
         Callback cb = std::move(it->second);
         subscribers_.erase(it);
-        notes_.push_back(Note{st, {std::move(cb)}});
-        DeliverLocked(l);
+        QueueLocked([st, cb = std::move(cb)] { cb(st); });
+        if (may_wait) AwaitDeliveredLocked(l);
       }
       return absl::OkStatus();
     }
@@ -325,9 +372,12 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
       cancel = !ended_;
     } else {
       l.unlock();
-      SendReleaseAndClose();
+      v1::AcquireRequest req;
+      req.mutable_release();
+      // Refused only once the reads ended: the end is then on its way.
+      writer_.Write(std::move(req), /*last=*/true);
       l.lock();
-      if (!on_library_thread) {
+      if (may_wait) {
         if (!cv_.wait_for(l, kReleaseTimeout, [&] { return ended_; })) {
           cancel = true;
           result = absl::DeadlineExceededError(
@@ -336,18 +386,17 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         } else if (!saw_released_ && phase_ != Phase::kLost && !end_status_.ok()) {
           result = FromGrpc(end_status_);
         }
+      } else {
+        // Not waited for, still bounded.
+        loop_->RunAt(Clock::now() + kReleaseTimeout, [weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->ctx_.TryCancel();
+        });
       }
     }
-    std::thread reader = std::move(reader_);
     l.unlock();
     if (cancel) ctx_.TryCancel();
-    // Joining is safe once the stream ended or was cancelled; on a library
-    // thread the reader may be us, or still needed to deliver RELEASED.
-    Reap(std::move(reader), /*may_join=*/!on_library_thread);
     l.lock();
-    if (!on_library_thread) {
-      cv_.wait_for(l, kReleaseTimeout, [&] { return notes_.empty() && !delivering_; });
-    }
+    if (may_wait) AwaitDeliveredLocked(l);
     if (phase_ == Phase::kLost) {
       *final = StatusLocked(Clock::now());
     } else {
@@ -382,7 +431,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     if (valid_until > lease_valid_until_) lease_valid_until_ = valid_until;
   }
   void OnLeaseGone(const std::string& message) {
-    std::unique_lock<std::mutex> l(mu_);
+    std::lock_guard<std::mutex> l(mu_);
     if (phase_ != Phase::kHeld && phase_ != Phase::kSuspended) return;
     // Our own Release deleted the node before RELEASED reached us: a
     // renewal in flight then finds the lease gone. Not a loss.
@@ -390,25 +439,30 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     phase_ = Phase::kLost;
     lost_reason_ = "LEASE_EXPIRED";
     message_ = message.empty() ? "KeepAlive: the lease is gone" : "KeepAlive: " + message;
-    NotifyLocked(l);
+    NotifyLocked();
   }
 
  private:
   enum class Phase { kWaiting, kHeld, kSuspended, kLost, kReleased, kFailed };
-  struct Note {
-    LockStatus status;
-    std::vector<Callback> targets;
-  };
 
-  static void ReadLoop(std::shared_ptr<HoldCore> self) {
-    v1::AcquireEvent ev;
-    while (self->rw_->Read(&ev)) self->OnEvent(ev);
-    grpc::Status st = self->rw_->Finish();
-    self->OnEnd(st);
+  // ---- Reactions (gRPC's callback threads: no waiting, no user code) ----
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      writer_.Close();  // OnDone follows, with the status
+      return;
+    }
+    OnEvent(event_);
+    StartRead(&event_);
+  }
+  void OnWriteDone(bool ok) override { writer_.OnWriteDone(ok); }
+  void OnDone(const grpc::Status& st) override {
+    OnEnd(st);
+    std::shared_ptr<HoldCore> self = std::move(self_);  // may be the last reference
   }
 
   void OnEvent(const v1::AcquireEvent& ev) {
-    std::unique_lock<std::mutex> l(mu_);
+    std::lock_guard<std::mutex> l(mu_);
     const Clock::time_point now = Clock::now();
     const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
     switch (ev.type()) {
@@ -433,7 +487,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
           refresh_within_ = FromDuration(ev.acquired().refresh_within());
           refresh_due_ = now + refresh_within_;
           valid_until_ = now + std::max(Millis(0), FromDuration(ev.acquired().safe_for()));
-          std::thread(&HoldCore::Watchdog, shared_from_this()).detach();
+          ArmWatchdogLocked();
         }
         cv_.notify_all();
         return;
@@ -447,9 +501,9 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
           phase_ = Phase::kHeld;
           silent_ = false;
           message_ = "the replica's refresh arrived again";
-          NotifyLocked(l);
+          NotifyLocked();
         }
-        cv_.notify_all();  // the watchdog re-plans
+        ArmWatchdogLocked();
         return;
       case v1::AcquireEvent::SUSPENDED:
         if (!held) return;
@@ -457,7 +511,8 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         silent_ = false;
         suspend_deadline_ = now + std::max(Millis(0), FromDuration(ev.suspended().safe_for()));
         message_ = "the replica lost its ZooKeeper connection";
-        NotifyLocked(l);
+        NotifyLocked();
+        ArmWatchdogLocked();
         return;
       case v1::AcquireEvent::RESUMED:
         if (phase_ != Phase::kSuspended) return;
@@ -469,20 +524,20 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         }
         refresh_due_ = now + refresh_within_;
         message_ = "the replica's ZooKeeper connection is back";
-        NotifyLocked(l);
+        NotifyLocked();
+        ArmWatchdogLocked();
         return;
       case v1::AcquireEvent::LOST:
         if (!held) return;
         phase_ = Phase::kLost;
         lost_reason_ = v1::Lost::Reason_Name(ev.lost().reason());
         message_ = ev.lost().message();
-        NotifyLocked(l);
+        NotifyLocked();
         return;
       case v1::AcquireEvent::REVOKE_REQUESTED: {
         if (!held || !on_revoke_) return;
-        RevokeCallback cb = on_revoke_;
-        l.unlock();
-        cb(ev.revoke_requested().requester(), ev.revoke_requested().reason());
+        QueueLocked([cb = on_revoke_, requester = ev.revoke_requested().requester(),
+                     reason = ev.revoke_requested().reason()] { cb(requester, reason); });
         return;
       }
       case v1::AcquireEvent::RELEASED:
@@ -490,53 +545,12 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
         phase_ = Phase::kReleased;
         saw_released_ = true;
         message_ = "released";
-        NotifyLocked(l);
+        NotifyLocked();
         return;
       default:
+        // RELEASING (the server confirms a half-close; this client releases
+        // with a message) and types newer than this client.
         return;
-    }
-  }
-
-  // A frozen replica or a stalled stream sends nothing, not even LOST: when
-  // no refresh comes within refresh_within the hold is SUSPENDED here, with
-  // the validity the last refresh gave; when that runs out (or a server
-  // SUSPENDED's safe time does) it is LOST here and the stream is cancelled
-  // (a live replica then deletes the node). Runs from the grant until the
-  // hold ends; holds a reference, so the core outlives it.
-  static void Watchdog(std::shared_ptr<HoldCore> self) {
-    std::unique_lock<std::mutex> l(self->mu_);
-    for (;;) {
-      const bool held = self->phase_ == Phase::kHeld || self->phase_ == Phase::kSuspended;
-      if (!held || self->ended_ || self->releasing_) return;
-      const Clock::time_point now = Clock::now();
-      if (self->phase_ == Phase::kHeld) {
-        if (now >= self->refresh_due_) {
-          self->phase_ = Phase::kSuspended;
-          self->silent_ = true;
-          self->suspend_deadline_ = self->valid_until_;
-          self->message_ = "no refresh from the replica within " +
-                           std::to_string(self->refresh_within_.count()) +
-                           "ms: the replica or the stream may have failed";
-          self->NotifyLocked(l);
-          continue;
-        }
-        self->cv_.wait_until(l, self->refresh_due_);
-        continue;
-      }
-      // Suspended (by the server, or by silence).
-      if (now >= self->suspend_deadline_) {
-        self->phase_ = Phase::kLost;
-        self->lost_reason_ = self->silent_ ? "REFRESH_OVERDUE" : "SESSION_EXPIRED";
-        self->message_ = self->silent_
-                             ? "no refresh from the replica before the hold's validity ran out"
-                             : "the replica's safe time ran out before its ZooKeeper "
-                               "connection came back";
-        self->NotifyLocked(l);
-        l.unlock();
-        self->ctx_.TryCancel();  // a live replica deletes the node
-        return;
-      }
-      self->cv_.wait_until(l, self->suspend_deadline_);
     }
   }
 
@@ -562,7 +576,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
                              : "the Acquire stream broke: " + st.error_message();
         }
         lease_done = true;
-        NotifyLocked(l);
+        NotifyLocked();
         break;
       default:
         lease_done = true;
@@ -573,6 +587,56 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     l.unlock();
     if (has_lease) ka_->Remove(lease_id_);
   }
+
+  // ---- The careful-client watchdog (on the EventLoop) ----
+  //
+  // A frozen replica or a stalled stream sends nothing, not even LOST: when
+  // no refresh comes within refresh_within the hold is SUSPENDED here, with
+  // the validity the last refresh gave; when that runs out (or a server
+  // SUSPENDED's safe time does) it is LOST here and the stream is cancelled
+  // (a live replica then deletes the node). Armed from the grant until the
+  // hold ends. A STILL_HELD only moves the deadline later, so the steady
+  // state costs one timer per refresh_within, not one per refresh.
+
+  void ArmWatchdogLocked() {
+    const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
+    if (refresh_within_ == Millis(0) || !held || ended_ || releasing_) return;
+    const Clock::time_point due = phase_ == Phase::kHeld ? refresh_due_ : suspend_deadline_;
+    const uint64_t generation = watchdog_.Arm(due);
+    if (generation == 0) return;
+    loop_->RunAt(due, [weak = weak_from_this(), generation] {
+      if (auto self = weak.lock()) self->OnWatchdog(generation);
+    });
+  }
+
+  void OnWatchdog(uint64_t generation) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!watchdog_.Fire(generation)) return;
+    const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
+    if (!held || ended_ || releasing_) return;
+    const Clock::time_point now = Clock::now();
+    if (phase_ == Phase::kHeld && now >= refresh_due_) {
+      phase_ = Phase::kSuspended;
+      silent_ = true;
+      suspend_deadline_ = valid_until_;
+      message_ = "no refresh from the replica within " + std::to_string(refresh_within_.count()) +
+                 "ms: the replica or the stream may have failed";
+      NotifyLocked();
+    } else if (phase_ == Phase::kSuspended && now >= suspend_deadline_) {
+      phase_ = Phase::kLost;
+      lost_reason_ = silent_ ? "REFRESH_OVERDUE" : "SESSION_EXPIRED";
+      message_ = silent_ ? "no refresh from the replica before the hold's validity ran out"
+                         : "the replica's safe time ran out before its ZooKeeper "
+                           "connection came back";
+      NotifyLocked();
+      l.unlock();
+      ctx_.TryCancel();  // a live replica deletes the node
+      return;
+    }
+    ArmWatchdogLocked();
+  }
+
+  // ---- State and notifications ----
 
   LockStatus StatusLocked(Clock::time_point now) const {
     LockStatus s;
@@ -599,60 +663,60 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
     return s;
   }
 
-  // Queues the current status for every subscriber and delivers.
-  void NotifyLocked(std::unique_lock<std::mutex>& l) {
+  // Queues the current status for every subscriber.
+  void NotifyLocked() {
     cv_.notify_all();
-    Note n{StatusLocked(Clock::now()), {}};
-    for (const auto& [id, cb] : subscribers_) n.targets.push_back(cb);
-    if (n.targets.empty()) return;
-    notes_.push_back(std::move(n));
-    DeliverLocked(l);
+    if (subscribers_.empty()) return;
+    std::vector<Callback> targets;
+    for (const auto& [id, cb] : subscribers_) targets.push_back(cb);
+    QueueLocked([status = StatusLocked(Clock::now()), targets = std::move(targets)] {
+      for (const auto& cb : targets) cb(status);
+    });
   }
 
-  // One thread at a time delivers queued notes, in order, without the lock.
-  void DeliverLocked(std::unique_lock<std::mutex>& l) {
-    if (delivering_) return;
+  // User callbacks run on the EventLoop, in the order queued, without mu_.
+  void QueueLocked(std::function<void()> note) {
+    notes_.push_back(std::move(note));
+    if (delivery_posted_) return;
+    delivery_posted_ = true;
+    loop_->Post([self = shared_from_this()] { self->Deliver(); });
+  }
+  void Deliver() {
+    std::unique_lock<std::mutex> l(mu_);
     delivering_ = true;
-    deliverer_ = std::this_thread::get_id();
     while (!notes_.empty()) {
-      Note n = std::move(notes_.front());
+      std::function<void()> note = std::move(notes_.front());
       notes_.pop_front();
       l.unlock();
-      for (const auto& cb : n.targets) cb(n.status);
-      n.targets.clear();  // drop callback copies outside the lock
+      note();
+      note = nullptr;  // drops callback copies outside the lock
       l.lock();
     }
     delivering_ = false;
-    deliverer_ = std::thread::id();
+    delivery_posted_ = false;
     cv_.notify_all();
   }
-
-  void SendReleaseAndClose() {
-    std::lock_guard<std::mutex> w(write_mu_);
-    if (writes_done_) return;
-    writes_done_ = true;
-    v1::AcquireRequest req;
-    req.mutable_release();
-    rw_->Write(req);
-    rw_->WritesDone();
+  // REQUIRES: not on the EventLoop thread.
+  void AwaitDeliveredLocked(std::unique_lock<std::mutex>& l) {
+    cv_.wait_for(l, kReleaseTimeout, [&] { return notes_.empty() && !delivering_; });
   }
 
   const std::shared_ptr<v1::LockService::Stub> stub_;
+  const std::shared_ptr<EventLoop> loop_;
   const std::shared_ptr<KeepAliver> ka_;
   const std::shared_ptr<Registry> registry_;
   const std::string name_;
   const std::string registry_key_;  // empty unless reentrant
   const Millis ttl_;
+  const RevokeCallback on_revoke_;
 
   grpc::ClientContext ctx_;
-  std::unique_ptr<AcquireStreamRW> rw_;  // set in Start before the reader runs
-  std::mutex write_mu_;
-  bool writes_done_ = false;  // GUARDED_BY(write_mu_)
+  StreamWriter<v1::AcquireRequest, v1::AcquireEvent> writer_;
+  v1::AcquireEvent event_;              // the read in flight
+  std::shared_ptr<HoldCore> self_;      // from Start until OnDone
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::thread reader_;          // GUARDED_BY(mu_)
-  std::thread::id reader_id_;   // GUARDED_BY(mu_)
   Phase phase_ = Phase::kWaiting;          // GUARDED_BY(mu_)
   std::deque<int64_t> queued_;             // GUARDED_BY(mu_) positions for on_queued
   std::string lease_id_;                   // written once under mu_ before the grant is seen
@@ -664,7 +728,7 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   Clock::time_point refresh_due_;          // GUARDED_BY(mu_) next refresh expected by
   Clock::time_point valid_until_;          // GUARDED_BY(mu_) the latest refresh's validity
   bool silent_ = false;                    // GUARDED_BY(mu_) kSuspended by the watchdog
-  RevokeCallback on_revoke_;               // set before the stream starts
+  TimerSlot watchdog_;                     // GUARDED_BY(mu_)
   std::string lost_reason_;                // GUARDED_BY(mu_)
   std::string message_;                    // GUARDED_BY(mu_)
   bool ended_ = false;                     // GUARDED_BY(mu_)
@@ -674,9 +738,9 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
   int live_handles_ = 0;                   // GUARDED_BY(mu_)
   int next_handle_id_ = 0;                 // GUARDED_BY(mu_)
   std::map<int, Callback> subscribers_;    // GUARDED_BY(mu_) handle id -> on_change
-  std::deque<Note> notes_;                 // GUARDED_BY(mu_)
+  std::deque<std::function<void()>> notes_;  // GUARDED_BY(mu_) callbacks to deliver
+  bool delivery_posted_ = false;           // GUARDED_BY(mu_)
   bool delivering_ = false;                // GUARDED_BY(mu_)
-  std::thread::id deliverer_;              // GUARDED_BY(mu_)
 };
 
 // ---- KeepAliver ----
@@ -684,13 +748,10 @@ class HoldCore : public std::enable_shared_from_this<HoldCore> {
 void KeepAliver::Add(const std::string& lease_id, Millis ttl, std::weak_ptr<HoldCore> core) {
   std::lock_guard<std::mutex> l(mu_);
   if (stop_) return;
-  Millis interval = std::max(Millis(1), ttl / 3);
-  leases_[lease_id] = Entry{interval, ttl, Clock::now() + interval, std::move(core)};
-  if (!scheduler_.joinable()) {
-    scheduler_ = std::thread(&KeepAliver::Run, shared_from_this());
-    scheduler_id_ = scheduler_.get_id();
-  }
-  cv_.notify_all();
+  const Millis interval = std::max(Millis(1), ttl / 3);
+  const Clock::time_point due = Clock::now() + interval;
+  leases_[lease_id] = Entry{interval, ttl, due, std::move(core)};
+  ArmLocked(due);
 }
 
 void KeepAliver::Remove(const std::string& lease_id) {
@@ -698,150 +759,111 @@ void KeepAliver::Remove(const std::string& lease_id) {
   leases_.erase(lease_id);
 }
 
-bool KeepAliver::OnLibraryThreadLocked() const {
-  auto me = std::this_thread::get_id();
-  return me == scheduler_id_ || readers_.count(me) > 0;
-}
-
 void KeepAliver::Shutdown() {
-  std::thread t;
-  bool may_join;
+  std::shared_ptr<KeepAliveStream> stream;
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
     leases_.clear();
-    if (stream_) stream_->ctx.TryCancel();
-    t = std::move(scheduler_);
-    may_join = !OnLibraryThreadLocked();
+    stream = std::move(stream_);
   }
-  cv_.notify_all();
-  // The scheduler joins its stream's reader on the way out.
-  Reap(std::move(t), may_join);
+  if (stream) stream->Cancel();
 }
 
-void KeepAliver::Run(std::shared_ptr<KeepAliver> self) {
-  KeepAliver& k = *self;
-  std::unique_lock<std::mutex> l(k.mu_);
-  while (!k.stop_) {
-    if (k.stream_ && k.stream_->ended) {
-      std::shared_ptr<Stream> dead = std::move(k.stream_);
-      l.unlock();
-      Reap(std::move(dead->reader));
-      dead.reset();
-      l.lock();
-      continue;
-    }
-    if (k.leases_.empty()) {
-      k.cv_.wait(l, [&] { return k.stop_ || !k.leases_.empty() || (k.stream_ && k.stream_->ended); });
-      continue;
-    }
+void KeepAliver::ArmLocked(Clock::time_point when) {
+  const uint64_t generation = timer_.Arm(when);
+  if (generation == 0) return;
+  loop_->RunAt(when, [weak = weak_from_this(), generation] {
+    if (auto self = weak.lock()) self->Renew(generation);
+  });
+}
+
+void KeepAliver::Renew(uint64_t generation) {
+  std::shared_ptr<KeepAliveStream> stream;
+  std::vector<v1::KeepAliveRequest> requests;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_ || !timer_.Fire(generation) || leases_.empty()) return;
     const Clock::time_point now = Clock::now();
-    Clock::time_point earliest = Clock::time_point::max();
     Millis min_ttl = Millis::max();
-    for (const auto& [id, e] : k.leases_) {
-      earliest = std::min(earliest, e.next_due);
-      min_ttl = std::min(min_ttl, e.ttl);
-    }
-    // An answer overdue by a whole TTL (at least 1 s): replace the stream.
-    if (k.stream_ && !k.stream_->inflight.empty() &&
-        now - k.stream_->inflight.front() > std::max(Millis(1000), min_ttl)) {
-      k.stream_->ctx.TryCancel();
-    }
-    if (earliest > now) {
-      k.cv_.wait_until(l, earliest);
-      continue;
-    }
-    // Due: collect the ids, reschedule them.
-    std::vector<v1::KeepAliveRequest> requests;
-    for (auto& [id, e] : k.leases_) {
-      if (e.next_due > now) continue;
-      e.next_due = now + e.interval;
-      if (requests.empty() ||
-          static_cast<size_t>(requests.back().lease_ids_size()) >= kMaxLeasesPerKeepAlive) {
-        requests.emplace_back();
-      }
-      requests.back().add_lease_ids(id);
-    }
-    if (!k.stream_) {
-      auto s = std::make_shared<Stream>();
-      l.unlock();
-      s->rw = k.stub_->KeepAlive(&s->ctx);
-      l.lock();
-      s->reader = std::thread(&KeepAliver::ReadLoop, self, s);
-      s->reader_id = s->reader.get_id();
-      k.readers_.insert(s->reader_id);
-      k.stream_ = s;
-      if (k.stop_) break;
-    }
-    std::shared_ptr<Stream> s = k.stream_;
-    for (const auto& req : requests) {
-      s->inflight.push_back(now);
-      l.unlock();
-      bool ok = s->rw->Write(req);
-      l.lock();
-      if (!ok) {
-        s->ctx.TryCancel();  // the reader sees the end; the next round reopens
-        break;
+    for (const auto& [id, e] : leases_) min_ttl = std::min(min_ttl, e.ttl);
+    // An answer overdue by a whole TTL (at least 1 s): the stream is stuck.
+    // The old one is cancelled and left to end; a new one takes over now.
+    if (stream_) {
+      std::optional<Clock::time_point> oldest = stream_->OldestUnanswered();
+      if (oldest && now - *oldest > std::max(Millis(1000), min_ttl)) {
+        stream_->Cancel();
+        stream_.reset();
       }
     }
+    Clock::time_point next = Clock::time_point::max();
+    for (auto& [id, e] : leases_) {
+      if (e.next_due <= now) {
+        e.next_due = now + e.interval;
+        if (requests.empty() ||
+            static_cast<size_t>(requests.back().lease_ids_size()) >= kMaxLeasesPerKeepAlive) {
+          requests.emplace_back();
+        }
+        requests.back().add_lease_ids(id);
+      }
+      next = std::min(next, e.next_due);
+    }
+    ArmLocked(next);
+    if (requests.empty()) return;
+    if (!stream_) {
+      stream_ = std::make_shared<KeepAliveStream>(weak_from_this());
+      stream_->Start(*stub_);
+    }
+    stream = stream_;
   }
-  std::shared_ptr<Stream> s = std::move(k.stream_);
-  l.unlock();
-  if (s) {
-    s->ctx.TryCancel();
-    Reap(std::move(s->reader));
+  for (auto& req : requests) {
+    // Refused: the stream ended; OnStreamDone drops it, the next round opens
+    // another.
+    if (!stream->Send(std::move(req))) break;
   }
 }
 
-void KeepAliver::ReadLoop(std::shared_ptr<KeepAliver> self, std::shared_ptr<Stream> s) {
-  KeepAliver& k = *self;
-  v1::KeepAliveResponse resp;
+void KeepAliver::OnResponse(const v1::KeepAliveResponse& resp, Clock::time_point sent) {
   struct Action {
     std::shared_ptr<HoldCore> core;
     bool gone;
     Clock::time_point valid_until;
     std::string message;
   };
-  while (s->rw->Read(&resp)) {
-    std::vector<Action> actions;
-    {
-      std::lock_guard<std::mutex> l(k.mu_);
-      Clock::time_point sent = Clock::now();
-      if (!s->inflight.empty()) {
-        sent = s->inflight.front();
-        s->inflight.pop_front();
+  std::vector<Action> actions;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& ls : resp.leases()) {
+      auto it = leases_.find(ls.lease_id());
+      if (it == leases_.end()) continue;
+      std::shared_ptr<HoldCore> core = it->second.core.lock();
+      if (!core) {
+        leases_.erase(it);
+        continue;
       }
-      for (const auto& ls : resp.leases()) {
-        auto it = k.leases_.find(ls.lease_id());
-        if (it == k.leases_.end()) continue;
-        std::shared_ptr<HoldCore> core = it->second.core.lock();
-        if (!core) {
-          k.leases_.erase(it);
-          continue;
-        }
-        if (ls.code() == static_cast<int32_t>(grpc::StatusCode::OK)) {
-          // Conservative: the validity counts from when the request was sent.
-          actions.push_back(Action{std::move(core), false, sent + FromDuration(ls.valid_for()), ""});
-        } else if (ls.code() == static_cast<int32_t>(grpc::StatusCode::NOT_FOUND)) {
-          k.leases_.erase(it);
-          actions.push_back(Action{std::move(core), true, {}, ls.message()});
-        }
-        // Other codes (UNAVAILABLE, ...): retried at the next renewal.
+      if (ls.code() == static_cast<int32_t>(grpc::StatusCode::OK)) {
+        // Conservative: the validity counts from when the request was sent.
+        actions.push_back(Action{std::move(core), false, sent + FromDuration(ls.valid_for()), ""});
+      } else if (ls.code() == static_cast<int32_t>(grpc::StatusCode::NOT_FOUND)) {
+        leases_.erase(it);
+        actions.push_back(Action{std::move(core), true, {}, ls.message()});
       }
-    }
-    for (auto& a : actions) {
-      if (a.gone) {
-        a.core->OnLeaseGone(a.message);
-      } else {
-        a.core->OnRenewed(a.valid_until);
-      }
+      // Other codes (UNAVAILABLE, ...): retried at the next renewal.
     }
   }
-  s->rw->Finish();
-  std::lock_guard<std::mutex> l(k.mu_);
-  s->ended = true;
-  k.readers_.erase(s->reader_id);
-  k.cv_.notify_all();
+  for (auto& a : actions) {
+    if (a.gone) {
+      a.core->OnLeaseGone(a.message);
+    } else {
+      a.core->OnRenewed(a.valid_until);
+    }
+  }
+}
+
+void KeepAliver::OnStreamDone(const KeepAliveStream* stream) {
+  std::shared_ptr<KeepAliveStream> dropped;  // released after the lock
+  std::lock_guard<std::mutex> l(mu_);
+  if (stream_.get() == stream) dropped = std::move(stream_);
 }
 
 }  // namespace
@@ -855,6 +877,7 @@ class Client::Impl {
   }
   ClientOptions options;
   std::shared_ptr<v1::LockService::Stub> stub;
+  std::shared_ptr<EventLoop> loop;
   std::shared_ptr<KeepAliver> keepaliver;
   std::shared_ptr<Registry> registry;
 };
@@ -871,7 +894,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   impl->options = options;
   impl->stub = std::shared_ptr<v1::LockService::Stub>(
       v1::LockService::NewStub(grpc::CreateCustomChannel(options.target, *creds, args)));
-  impl->keepaliver = std::make_shared<KeepAliver>(impl->stub);
+  impl->loop = std::make_shared<EventLoop>();
+  impl->keepaliver = std::make_shared<KeepAliver>(impl->stub, impl->loop);
   impl->registry = std::make_shared<Registry>();
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -913,14 +937,16 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   Millis backoff(50);
   std::shared_ptr<HoldCore> core;
   for (;;) {
-    Millis remaining = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    // Rounded up: truncated, the server's wait would end (up to 1 ms) before
+    // the caller's wait_timeout has passed.
+    Millis remaining = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
     if (options.wait_timeout > Millis(0)) {
       remaining = std::max(remaining, Millis(1));
       SetDuration(remaining, open.mutable_wait_timeout());
     } else {
       remaining = Millis(0);
     }
-    core = std::make_shared<HoldCore>(im.stub, im.keepaliver, im.registry, name, key,
+    core = std::make_shared<HoldCore>(im.stub, im.loop, im.keepaliver, im.registry, name, key,
                                       options.ttl, options.on_change, options.on_revoke);
     absl::Status st = core->Start(open, remaining, options.on_queued);
     if (st.ok()) break;
