@@ -99,6 +99,8 @@ class Replica {
   // Session `i` of the pool (config().zk_sessions of them).
   ZkSession& zk(size_t i) { return *zk_[i]; }
   size_t zk_sessions() const { return zk_.size(); }
+  // Timers pending on the replica's timer thread (tests: nothing leaks).
+  size_t pending_timers() const { return timers_->size(); }
   const ReplicaConfig& config() const { return config_; }
 
   // SIGTERM: health NOT_SERVING, new Acquires refused, waiters told

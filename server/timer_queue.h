@@ -54,6 +54,11 @@ class TimerQueue {
   TimerId ScheduleAfter(Clock::duration d, std::function<void()> fn) {
     return Schedule(Clock::now() + d, std::move(fn));
   }
+  // Timers scheduled and not yet run or cancelled (tests: nothing leaks).
+  size_t size() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return timers_.size();
+  }
   // No-op for fired, cancelled or zero ids. A callback already running is
   // not waited for. Never wakes the thread: a deadline that is gone only
   // makes it look again.
@@ -89,7 +94,7 @@ class TimerQueue {
     }
   }
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                                                      // GUARDED_BY(mu_)
   TimerId next_id_ = 0;                                                    // GUARDED_BY(mu_)

@@ -127,6 +127,74 @@ TEST_F(PoolTest, EachLockLivesOnItsSessionOfThePool) {
   }
 }
 
+// Issue 20 (must-show 3): a burst of 2,000 opens and cancels spread over the
+// pool's sessions leaves no contender, timer, watch or node behind: the
+// engine's tables, the timer queue and each session's watches are back to
+// what the holders alone need, and then to nothing.
+TEST_F(PoolTest, ABurstOfOpensAndCancelsLeavesNothingBehind) {
+  ZkServer& zk = SharedZkServer();
+  ReplicaConfig cfg = TestConfig(zk.ConnectString(), root_);
+  cfg.zk_sessions = 4;
+  auto r = StartReplica(cfg);
+  ASSERT_NE(r, nullptr);
+  std::vector<std::unique_ptr<v1::LockService::Stub>> stubs;
+  for (int i = 0; i < 4; ++i) stubs.push_back(NewStub(r->address()));
+  constexpr int kLocks = 40, kRounds = 4, kPerRound = 500;
+  std::vector<std::string> names;
+  std::set<size_t> sessions_used;
+  for (int i = 0; i < kLocks; ++i) {
+    names.push_back(absl::StrCat("burst-", i));
+    sessions_used.insert(r->engine().SessionIndexOf(names.back()));
+  }
+  ASSERT_EQ(sessions_used.size(), 4u) << "the locks must spread over every session";
+  std::vector<std::unique_ptr<AcquireStream>> holders;
+  for (const auto& n : names) {
+    holders.push_back(std::make_unique<AcquireStream>(stubs[0].get(), OpenMsg(n, milliseconds(10000))));
+    ASSERT_TRUE(holders.back()->Await(AcquireEvent::ACQUIRED)) << n;
+  }
+  auto watches = [&] {
+    size_t n = 0;
+    auto all = zk.WatchesBySession();
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return n;
+    for (size_t i = 0; i < r->zk_sessions(); ++i) {
+      auto it = all->find(SessionHex(r->zk(i).credentials().session_id));
+      if (it != all->end()) n += it->second.size();
+    }
+    return n;
+  };
+  // The holders' own-node watches are set once their holds have lasted.
+  ASSERT_TRUE(WaitFor([&] { return watches() == static_cast<size_t>(kLocks); }, milliseconds(10000)))
+      << watches();
+  const size_t timers = r->pending_timers();
+  SyncZk check(zk.ConnectString());
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::unique_ptr<AcquireStream>> waiters;
+    for (int i = 0; i < kPerRound; ++i) {
+      waiters.push_back(std::make_unique<AcquireStream>(
+          stubs[i % stubs.size()].get(), OpenMsg(names[i % kLocks], milliseconds(60000))));
+    }
+    for (auto& w : waiters) ASSERT_TRUE(w->Await(AcquireEvent::QUEUED)) << "round " << round;
+    EXPECT_EQ(r->engine().stats().contenders, static_cast<size_t>(kLocks + kPerRound));
+    waiters.clear();  // each cancels its stream
+    ASSERT_TRUE(WaitFor([&] {
+      return r->engine().stats().contenders == static_cast<size_t>(kLocks) &&
+             r->pending_timers() == timers && watches() == static_cast<size_t>(kLocks);
+    }, milliseconds(20000)))
+        << "round " << round << ": contenders " << r->engine().stats().contenders << ", timers "
+        << r->pending_timers() << " (" << timers << " before), watches " << watches();
+  }
+  for (const auto& n : names) EXPECT_EQ(check.Contenders(LockPath(n)).size(), 1u) << n;
+  for (auto& h : holders) {
+    h->SendRelease();
+    ASSERT_TRUE(h->Await(AcquireEvent::RELEASED));
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    return r->engine().stats().contenders == 0 && watches() == 0;
+  }, milliseconds(10000)));
+  for (const auto& n : names) EXPECT_TRUE(check.Contenders(LockPath(n)).empty()) << n;
+}
+
 // SPEC §4 per session: the expiry of one session of the pool loses the
 // holds on its locks (and re-queues its waiters); holders and waiters on the
 // other sessions hear nothing and keep working.
