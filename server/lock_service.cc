@@ -97,7 +97,7 @@ v1::AcquireEvent ToProto(const LockEvent& e) {
 // `self_` until OnDone; engine callbacks reach it through weak_ptrs, so a
 // late event after OnDone finds nothing (muduo's tie idiom).
 template <typename Req, typename Resp>
-class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
+class StreamReactor : public rpc::BidiCall<Req, Resp> {
  public:
   // `last`: the caller's FinishAfterWrites follows at once (the engine
   // finishes a contender right after RELEASED or LOST), so the message is
@@ -193,12 +193,21 @@ class StreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
 class AcquireReactor final
     : public StreamReactor<v1::AcquireRequest, v1::AcquireEvent> {
  public:
-  static AcquireReactor* Create(LockServiceImpl* svc, grpc::CallbackServerContext* ctx) {
-    auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc, ctx));
-    r->identity_ = svc->Authenticate(ctx, "Acquire");
-    r->self_ = r;
-    r->Begin();
-    return r.get();
+  // Waits for the next Acquire call (and, when it comes, arms another).
+  static void Await(LockServiceImpl* svc, v1::LockService::AsyncService* async,
+                    grpc::ServerCompletionQueue* cq) {
+    auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc));
+    r->weak_self_ = r;
+    r->SetOnArrival([svc] { svc->AwaitAcquire(); });
+    r->BidiCall::Await(r, [async](grpc::ServerContext* ctx, Stream* stream,
+                                  grpc::ServerCompletionQueue* cq, void* tag) {
+      async->RequestAcquire(ctx, stream, cq, cq, tag);
+    }, cq);
+  }
+
+  void OnStart() override {
+    identity_ = svc_->Authenticate(context(), "Acquire");
+    Begin();
   }
 
   void OnReadDone(bool ok) override {
@@ -210,7 +219,7 @@ class AcquireReactor final
       // (a hold with a lock-delay, see LockEngine::HalfClose).
       if (uint64_t id = id_.load()) {
         if (ended_.load()) return;  // the engine is done with it (RELEASED, LOST)
-        if (ctx_->IsCancelled()) {
+        if (context()->IsCancelled()) {
           svc_->engine()->Abandon(id);
         } else {
           svc_->engine()->HalfClose(id);
@@ -241,7 +250,7 @@ class AcquireReactor final
       }
       if (p.ok()) p->identity = *identity_;
       absl::StatusOr<uint64_t> id =
-          p.ok() ? svc_->engine()->Open(*p, std::make_shared<Sink>(self_))
+          p.ok() ? svc_->engine()->Open(*p, std::make_shared<Sink>(weak_self_))
                  : absl::StatusOr<uint64_t>(p.status());
       if (!id.ok()) {
         FinishAfterWrites(ToGrpc(id.status()));
@@ -278,7 +287,7 @@ class AcquireReactor final
       svc_->CloseStream();
       svc_->NoteStreams("acquire", -1);
     }
-    self_.reset();  // may destroy *this
+    BidiCall::OnDone();  // may destroy *this
   }
 
  private:
@@ -307,8 +316,7 @@ class AcquireReactor final
     std::weak_ptr<AcquireReactor> r_;
   };
 
-  AcquireReactor(LockServiceImpl* svc, grpc::CallbackServerContext* ctx)
-      : svc_(svc), ctx_(ctx) {}
+  explicit AcquireReactor(LockServiceImpl* svc) : svc_(svc) {}
   void OnFinishing(const grpc::Status& s) override {
     svc_->NoteRequest("Acquire", s.error_code());
   }
@@ -327,8 +335,7 @@ class AcquireReactor final
   }
 
   LockServiceImpl* const svc_;
-  grpc::CallbackServerContext* const ctx_;  // valid until OnDone
-  std::shared_ptr<AcquireReactor> self_;
+  std::weak_ptr<AcquireReactor> weak_self_;  // for the engine's sink
   absl::StatusOr<std::string> identity_;
   bool counted_ = false;
   // Touched only by reads, which gRPC serializes.
@@ -343,12 +350,20 @@ class AcquireReactor final
 class KeepAliveReactor final
     : public StreamReactor<v1::KeepAliveRequest, v1::KeepAliveResponse> {
  public:
-  static KeepAliveReactor* Create(LockServiceImpl* svc, grpc::CallbackServerContext* ctx) {
+  static void Await(LockServiceImpl* svc, v1::LockService::AsyncService* async,
+                    grpc::ServerCompletionQueue* cq) {
     auto r = std::shared_ptr<KeepAliveReactor>(new KeepAliveReactor(svc));
-    r->identity_ = svc->Authenticate(ctx, "KeepAlive");
-    r->self_ = r;
-    r->Begin();
-    return r.get();
+    r->weak_self_ = r;
+    r->SetOnArrival([svc] { svc->AwaitKeepAlive(); });
+    r->BidiCall::Await(r, [async](grpc::ServerContext* ctx, Stream* stream,
+                                  grpc::ServerCompletionQueue* cq, void* tag) {
+      async->RequestKeepAlive(ctx, stream, cq, cq, tag);
+    }, cq);
+  }
+
+  void OnStart() override {
+    identity_ = svc_->Authenticate(context(), "KeepAlive");
+    Begin();
   }
 
   void OnReadDone(bool ok) override {
@@ -380,7 +395,7 @@ class KeepAliveReactor final
       auto* st = g->resp.add_leases();
       st->set_lease_id(lease);
     }
-    std::weak_ptr<KeepAliveReactor> weak = self_;
+    std::weak_ptr<KeepAliveReactor> weak = weak_self_;
     for (size_t i = 0; i < n; ++i) {
       auto answer = [g, i, weak](absl::StatusOr<Millis> valid) {
             std::unique_lock<std::mutex> l(g->mu);
@@ -419,7 +434,7 @@ class KeepAliveReactor final
       svc_->CloseStream();
       svc_->NoteStreams("keepalive", -1);
     }
-    self_.reset();
+    BidiCall::OnDone();  // may destroy *this
   }
 
  private:
@@ -438,7 +453,7 @@ class KeepAliveReactor final
   }
 
   LockServiceImpl* const svc_;
-  std::shared_ptr<KeepAliveReactor> self_;
+  std::weak_ptr<KeepAliveReactor> weak_self_;
   absl::StatusOr<std::string> identity_;
   bool counted_ = false;
   v1::KeepAliveRequest req_;
@@ -462,16 +477,7 @@ void ToProto(const ContenderView& v, v1::Contender* out) {
 
 }  // namespace
 
-bool LockServiceImpl::Refused(grpc::ServerUnaryReactor* reactor, const char* method,
-                              const absl::Status& s) const {
-  if (s.ok()) return false;
-  grpc::Status g = ToGrpc(s);
-  NoteRequest(method, g.error_code());
-  reactor->Finish(g);
-  return true;
-}
-
-absl::StatusOr<std::string> LockServiceImpl::Authenticate(grpc::CallbackServerContext* ctx,
+absl::StatusOr<std::string> LockServiceImpl::Authenticate(grpc::ServerContext* ctx,
                                                          const char* method) const {
   if (verifier_ == nullptr) return std::string();
   std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
@@ -521,24 +527,47 @@ bool LockServiceImpl::TryOpenStream() {
   return true;
 }
 
-grpc::ServerBidiReactor<v1::AcquireRequest, v1::AcquireEvent>*
-LockServiceImpl::Acquire(grpc::CallbackServerContext* ctx) {
-  return AcquireReactor::Create(this, ctx);
+void LockServiceImpl::Start(grpc::ServerCompletionQueue* cq) {
+  cq_ = cq;
+  AwaitAcquire();
+  AwaitKeepAlive();
+  auto* async = &async_;
+  ReleaseCall::Await(
+      [async](grpc::ServerContext* ctx, v1::ReleaseRequest* req, ReleaseCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestRelease(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](ReleaseCall* call) { Release(call); });
+  RevokeCall::Await(
+      [async](grpc::ServerContext* ctx, v1::RevokeRequest* req, RevokeCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestRevoke(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](RevokeCall* call) { Revoke(call); });
+  DescribeCall::Await(
+      [async](grpc::ServerContext* ctx, v1::DescribeRequest* req, DescribeCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestDescribe(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](DescribeCall* call) { Describe(call); });
+  ListCall::Await(
+      [async](grpc::ServerContext* ctx, v1::ListRequest* req, ListCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestList(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](ListCall* call) { List(call); });
 }
 
-grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
-LockServiceImpl::KeepAlive(grpc::CallbackServerContext* ctx) {
-  return KeepAliveReactor::Create(this, ctx);
-}
+void LockServiceImpl::AwaitAcquire() { AcquireReactor::Await(this, &async_, cq_); }
+void LockServiceImpl::AwaitKeepAlive() { KeepAliveReactor::Await(this, &async_, cq_); }
 
-grpc::ServerUnaryReactor* LockServiceImpl::Release(
-    grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* req,
-    v1::ReleaseResponse*) {
-  auto* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::string> who = Authenticate(ctx, "Release");
+void LockServiceImpl::Release(ReleaseCall* call) {
+  ReleaseCall* reactor = call;
+  const v1::ReleaseRequest* req = &call->request();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "Release");
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRelease, req->lease_id()) : who.status();
-  if (Refused(reactor, "Release", allowed)) return reactor;
+  if (Refused(reactor, "Release", allowed)) return;
   engine_->ReleaseLease(req->lease_id(), [this, reactor, who = *who, lease = req->lease_id()](
                                              absl::Status s, const std::string& holder) {
     // A hold ended by someone else than its holder: audited.
@@ -549,16 +578,15 @@ grpc::ServerUnaryReactor* LockServiceImpl::Release(
     NoteRequest("Release", g.error_code());
     reactor->Finish(g);
   });
-  return reactor;
 }
 
-grpc::ServerUnaryReactor* LockServiceImpl::Revoke(
-    grpc::CallbackServerContext* ctx, const v1::RevokeRequest* req, v1::RevokeResponse*) {
-  auto* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::string> who = Authenticate(ctx, "Revoke");
+void LockServiceImpl::Revoke(RevokeCall* call) {
+  RevokeCall* reactor = call;
+  const v1::RevokeRequest* req = &call->request();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "Revoke");
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRevoke, req->lease_id()) : who.status();
-  if (Refused(reactor, "Revoke", allowed)) return reactor;
+  if (Refused(reactor, "Revoke", allowed)) return;
   engine_->Revoke(req->lease_id(), req->requester(), req->reason(),
                   [this, reactor, who = *who, lease = req->lease_id()](
                       absl::Status s, const std::string& holder) {
@@ -571,17 +599,16 @@ grpc::ServerUnaryReactor* LockServiceImpl::Revoke(
                     reactor->Finish(g);
                   },
                   *who);
-  return reactor;
 }
 
-grpc::ServerUnaryReactor* LockServiceImpl::Describe(
-    grpc::CallbackServerContext* ctx, const v1::DescribeRequest* req,
-    v1::DescribeResponse* resp) {
-  auto* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::string> who = Authenticate(ctx, "Describe");
+void LockServiceImpl::Describe(DescribeCall* call) {
+  DescribeCall* reactor = call;
+  const v1::DescribeRequest* req = &call->request();
+  v1::DescribeResponse* resp = call->response();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "Describe");
   absl::Status allowed =
       who.ok() ? Authorize(*who, AuthzAction::kDescribe, req->name()) : who.status();
-  if (Refused(reactor, "Describe", allowed)) return reactor;
+  if (Refused(reactor, "Describe", allowed)) return;
   engine_->Describe(req->name(), [this, reactor, resp](absl::StatusOr<LockDescription> d) {
     if (!d.ok()) {
       grpc::Status g = ToGrpc(d.status());
@@ -599,14 +626,13 @@ grpc::ServerUnaryReactor* LockServiceImpl::Describe(
     NoteRequest("Describe", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
   });
-  return reactor;
 }
 
-grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx,
-                                                const v1::ListRequest* req,
-                                                v1::ListResponse* resp) {
-  auto* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::string> who = Authenticate(ctx, "List");
+void LockServiceImpl::List(ListCall* call) {
+  ListCall* reactor = call;
+  const v1::ListRequest* req = &call->request();
+  v1::ListResponse* resp = call->response();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "List");
   std::shared_ptr<const AuthzPolicy> policy = this->policy();
   absl::Status allowed = who.status();
   if (who.ok() && policy != nullptr) {
@@ -620,7 +646,7 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
       allowed = Authorize(*who, AuthzAction::kList, req->prefix());
     }
   }
-  if (Refused(reactor, "List", allowed)) return reactor;
+  if (Refused(reactor, "List", allowed)) return;
   engine_->List(req->prefix(), req->limit(), [this, reactor, resp, policy,
                                               who = *who](absl::StatusOr<LockList> l) {
     if (!l.ok()) {
@@ -637,7 +663,6 @@ grpc::ServerUnaryReactor* LockServiceImpl::List(grpc::CallbackServerContext* ctx
     NoteRequest("List", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
   });
-  return reactor;
 }
 
 }  // namespace turnstile

@@ -1,15 +1,17 @@
 // LockServiceImpl: the gRPC adapter over LockEngine.
 //
 // Translates turnstile.v1 messages to engine calls and absl::Status to
-// grpc::Status (the codes are the same numbers). One reactor per stream owns
-// its state and deletes itself in OnDone. The only file besides its .cc that
-// sees generated gRPC headers. Thread-safe.
+// grpc::Status (the codes are the same numbers). Served with gRPC's
+// completion-queue API on one queue and one thread (server/async_rpc.h says
+// why); one call object per stream owns its state and goes in OnDone.
+// Thread-safe.
 #ifndef TURNSTILE_SERVER_LOCK_SERVICE_H_
 #define TURNSTILE_SERVER_LOCK_SERVICE_H_
 
 #include <atomic>
 #include <cstddef>
 
+#include "server/async_rpc.h"
 #include "server/authz.h"
 #include "server/lock_engine.h"
 #include "turnstile/v1/lock.grpc.pb.h"
@@ -27,28 +29,29 @@ class ServiceObserver {
   virtual void OnStreamsChanged(const char* kind, int delta) = 0;
 };
 
-class LockServiceImpl final : public v1::LockService::CallbackService {
+class LockServiceImpl final {
  public:
   // `max_streams` bounds open Acquire + KeepAlive streams on this replica.
   LockServiceImpl(LockEngine* engine, size_t max_streams)
       : engine_(engine), max_streams_(max_streams) {}
 
-  grpc::ServerBidiReactor<v1::AcquireRequest, v1::AcquireEvent>* Acquire(
-      grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx,
-                                    const v1::ReleaseRequest* req,
-                                    v1::ReleaseResponse* resp) override;
-  grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>*
-  KeepAlive(grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* Revoke(grpc::CallbackServerContext* ctx,
-                                   const v1::RevokeRequest* req,
-                                   v1::RevokeResponse* resp) override;
-  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* ctx,
-                                     const v1::DescribeRequest* req,
-                                     v1::DescribeResponse* resp) override;
-  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
-                                 const v1::ListRequest* req,
-                                 v1::ListResponse* resp) override;
+  // Before the server is built.
+  void Register(grpc::ServerBuilder* builder) { builder->RegisterService(&async_); }
+  // After it is built: waits for calls of every method on `cq` (polled by
+  // the caller's CqThread).
+  void Start(grpc::ServerCompletionQueue* cq);
+
+  using ReleaseCall = rpc::UnaryCall<v1::ReleaseRequest, v1::ReleaseResponse>;
+  using RevokeCall = rpc::UnaryCall<v1::RevokeRequest, v1::RevokeResponse>;
+  using DescribeCall = rpc::UnaryCall<v1::DescribeRequest, v1::DescribeResponse>;
+  using ListCall = rpc::UnaryCall<v1::ListRequest, v1::ListResponse>;
+  void Release(ReleaseCall* call);
+  void Revoke(RevokeCall* call);
+  void Describe(DescribeCall* call);
+  void List(ListCall* call);
+  // Arms the next Acquire / KeepAlive stream.
+  void AwaitAcquire();
+  void AwaitKeepAlive();
 
   size_t open_streams() const { return open_streams_.load(); }
 
@@ -75,7 +78,7 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   }
   // The caller's verified identity ("" without mutual TLS), or
   // UNAUTHENTICATED (audited).
-  absl::StatusOr<std::string> Authenticate(grpc::CallbackServerContext* ctx,
+  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* ctx,
                                            const char* method) const;
   // OK, or PERMISSION_DENIED naming identity, action and lock (audited).
   // Always OK without a policy.
@@ -87,8 +90,14 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
                               const std::string& lease_id) const;
   // Finishes a unary call refused by Authenticate/Authorize (true) or
   // does nothing (false: `s` is OK).
-  bool Refused(grpc::ServerUnaryReactor* reactor, const char* method,
-               const absl::Status& s) const;
+  template <typename Call>
+  bool Refused(Call* call, const char* method, const absl::Status& s) const {
+    if (s.ok()) return false;
+    grpc::Status g(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+    NoteRequest(method, g.error_code());
+    call->Finish(g);
+    return true;
+  }
   std::shared_ptr<const AuthzPolicy> policy() const {
     return policy_ ? policy_->current() : nullptr;
   }
@@ -100,6 +109,8 @@ class LockServiceImpl final : public v1::LockService::CallbackService {
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};
   ServiceObserver* observer_ = nullptr;
+  v1::LockService::AsyncService async_;
+  grpc::ServerCompletionQueue* cq_ = nullptr;
 };
 
 }  // namespace turnstile

@@ -19,7 +19,6 @@
 #include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
@@ -27,6 +26,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/async_rpc.h"
+#include "server/health_service.h"
 #include "server/lock_service.h"
 #include "server/metrics.h"
 
@@ -232,7 +233,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     }
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Not gRPC's default health service: it is a callback service (see
+  // server/health_service.h).
+  grpc::EnableDefaultHealthCheckService(false);
+  r->health_ = std::make_unique<HealthService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!c.tls_cert_file.empty()) {
@@ -257,7 +261,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   // Without it, the second one fails to start with "address in use".
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(c.listen, creds, &r->port_);
-  builder.RegisterService(r->service_.get());
+  r->service_->Register(&builder);
+  r->health_->Register(&builder);
+  r->cq_thread_ = std::make_unique<rpc::CqThread>(builder.AddCompletionQueue());
   r->server_ = builder.BuildAndStart();
   if (r->server_ == nullptr || r->port_ == 0) {
     return absl::UnavailableError(
@@ -268,13 +274,16 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   // SERVING as long as this process answers RPCs, so a liveness probe does
   // not restart replicas because ZooKeeper is away (a restart cannot help).
   // SetServingStatus(bool) sets every service, so "liveness" is re-set after.
-  grpc::HealthCheckServiceInterface* health = r->server_->GetHealthCheckService();
+  HealthService* health = r->health_.get();
   health->SetServingStatus(false);
   health->SetServingStatus(kLivenessService, true);
   r->engine_->SetServingListener([health](bool serving) {
     health->SetServingStatus(serving);
     health->SetServingStatus(kLivenessService, true);
   });
+  r->service_->Start(r->cq_thread_->cq());
+  r->health_->Start(r->cq_thread_->cq());
+  r->cq_thread_->Start();
   for (auto& zk : r->zk_) {
     if (absl::Status s = zk->Start(); !s.ok()) return s;
   }
@@ -346,8 +355,10 @@ void Replica::Stop() {
   for (auto& zk : zk_) zk->Close();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
-  // No engine timer may run once the engine is being destroyed.
+  // No engine timer may run once the engine is being destroyed, nor write
+  // to a call once its queue is shut down.
   timers_->Shutdown();
+  cq_thread_->Stop();
 }
 
 Replica::~Replica() {

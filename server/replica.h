@@ -22,7 +22,11 @@ class Server;
 namespace turnstile {
 
 class ClientCertVerifier;
+class HealthService;
 class LockServiceImpl;
+namespace rpc {
+class CqThread;
+}
 class Metrics;
 class PolicyFile;
 
@@ -134,6 +138,10 @@ class Replica {
   std::unique_ptr<ClientCertVerifier> verifier_;
   std::unique_ptr<PolicyFile> policy_;
   std::unique_ptr<LockServiceImpl> service_;
+  std::unique_ptr<HealthService> health_;
+  // The one completion queue and its thread: every RPC's I/O and handlers
+  // (server/async_rpc.h). Declared before server_: destroyed after it.
+  std::unique_ptr<rpc::CqThread> cq_thread_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;
   size_t trim_peak_streams_ = 0;  // timer thread only

@@ -563,6 +563,61 @@ TEST_F(FaultsTest, NoResumedForANodeDeletedWhileDisconnected) {
   EXPECT_EQ(next->lost().reason(), v1::Lost::DELETED) << next->ShortDebugString();
 }
 
+// Issue 20 (must-show 3): a shard whose session is cut off does not hold up
+// grants on another shard. Session 0 of a 2-session replica is partitioned
+// (its holder SUSPENDED, heartbeats unanswered); meanwhile 30 handoffs
+// between two clients on a lock of session 1 all complete, and the
+// partitioned holder hears nothing but SUSPENDED until the reconnect, then
+// RESUMED.
+TEST_F(FaultsTest, ACutOffSessionDoesNotHoldUpGrantsOnAnotherSession) {
+  UseServer(SharedZkServer().ConnectString());
+  auto faulty = std::make_unique<FaultySession>(connect_);
+  FaultySession* fs = faulty.get();
+  ReplicaConfig cfg = TestConfig(connect_, root_);
+  cfg.zk_sessions = 2;
+  auto r = StartReplica(cfg, std::move(faulty));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->zk_sessions(), 2u);
+  std::string on0, on1;
+  for (int i = 0; on0.empty() || on1.empty(); ++i) {
+    std::string name = absl::StrCat("shard-", i);
+    (SessionIndexFor(EncodeLockName(name), 2) == 0 ? on0 : on1) = name;
+  }
+  auto stub = NewStub(r->address());
+  AcquireStream cut(stub.get(), OpenMsg(on0, milliseconds(20000)));
+  ASSERT_TRUE(cut.Await(AcquireEvent::ACQUIRED));
+
+  fs->HangSyncs(true);
+  fs->Partition();
+  ASSERT_TRUE(cut.Await(AcquireEvent::SUSPENDED));
+
+  auto a = std::make_unique<AcquireStream>(stub.get(), OpenMsg(on1, milliseconds(20000), "a"));
+  ASSERT_TRUE(a->Await(AcquireEvent::ACQUIRED));
+  uint64_t last_token = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto b = std::make_unique<AcquireStream>(stub.get(), OpenMsg(on1, milliseconds(20000), "b"));
+    ASSERT_TRUE(b->Await(AcquireEvent::QUEUED)) << i;
+    a->SendRelease();
+    ASSERT_TRUE(a->Await(AcquireEvent::RELEASED)) << i;
+    auto got = b->Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(got) << "handoff " << i << " on session 1 did not complete";
+    EXPECT_GT(got->acquired().fencing_token(), last_token);
+    last_token = got->acquired().fencing_token();
+    a = std::move(b);
+  }
+  a->SendRelease();
+  ASSERT_TRUE(a->Await(AcquireEvent::RELEASED));
+
+  // Session 0's holder heard nothing more meanwhile, and resumes.
+  fs->HangSyncs(false);
+  fs->Reconnect();
+  auto next = cut.Next();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->type(), AcquireEvent::RESUMED) << next->ShortDebugString();
+  cut.SendRelease();
+  EXPECT_TRUE(cut.Await(AcquireEvent::RELEASED));
+}
+
 // SPEC §8: the create's reply can arrive after the caller gave up.
 TEST_F(FaultsTest, LateCreateReplyAfterCancelLeavesNoNode) {
   FaultySession* fs = nullptr;

@@ -7,7 +7,13 @@
 #include <mutex>
 #include <thread>
 
+#include <dirent.h>
+
+#include <fstream>
+
 #include <grpcpp/generic/generic_stub.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -523,6 +529,99 @@ TEST_F(LockServiceTest, ReflectionListsTheLockService) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+
+// Issue 20: turnstiled serves every RPC with the completion-queue API on one
+// thread. gRPC 1.51's callback API runs reactors on two "nexting_thread"s
+// that hand the poller to each other on every event (a context switch per
+// message); a turnstiled that served Acquire streams, unary calls and
+// health checks must have no such thread (with the callback service it
+// had two).
+TEST_F(LockServiceTest, TurnstiledRunsNoCallbackApiThreads) {
+  auto p = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"),
+                    "' --listen 127.0.0.1:0 --metrics-listen '' --zk '", zk_connect_,
+                    "' --zk-root '", UniqueRoot("onethread"), "' 2>&1")});
+  ASSERT_TRUE(p);
+  auto line = p->AwaitLine("turnstiled ", milliseconds(20000));
+  ASSERT_TRUE(line) << "turnstiled did not start";
+  const std::string marker = " listening on ";
+  size_t at = line->find(marker);
+  ASSERT_NE(at, std::string::npos) << *line;
+  std::string address = line->substr(at + marker.size());
+  address = address.substr(0, address.find(' '));
+
+  // The child inherits the test mode's TURNSTILE_TLS_* variables.
+  auto channel = grpc::CreateChannel(address, TestChannelCredentials());
+  auto stub = v1::LockService::NewStub(channel);
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(2000));
+        grpc::health::v1::HealthCheckRequest req;
+        grpc::health::v1::HealthCheckResponse resp;
+        return stub && health->Check(&ctx, req, &resp).ok() &&
+               resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+      },
+      milliseconds(20000)))
+      << "never SERVING";
+  {
+    // An unknown health service is NOT_FOUND, as with gRPC's built-in one.
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("no-such-service");
+    grpc::health::v1::HealthCheckResponse resp;
+    EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  for (int i = 0; i < 20; ++i) {
+    AcquireStream s(stub.get(), OpenMsg("one-thread", milliseconds(10000)));
+    ASSERT_TRUE(s.Await(AcquireEvent::ACQUIRED)) << i;
+    s.SendRelease();
+    ASSERT_TRUE(s.Await(AcquireEvent::RELEASED)) << i;
+  }
+  {
+    AcquireStream held(stub.get(), OpenMsg("one-thread", milliseconds(10000), "holder"));
+    ASSERT_TRUE(held.Await(AcquireEvent::ACQUIRED));
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("one-thread");
+    v1::DescribeResponse resp;
+    grpc::Status st = stub->Describe(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(resp.holders_size(), 1);
+    EXPECT_EQ(resp.holders(0).owner(), "holder");
+    grpc::ClientContext list_ctx;
+    v1::ListRequest list_req;
+    v1::ListResponse list_resp;
+    st = stub->List(&list_ctx, list_req, &list_resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(list_resp.names_size(), 1);
+    held.SendRelease();
+    ASSERT_TRUE(held.Await(AcquireEvent::RELEASED));
+  }
+
+  std::vector<std::string> names;
+  const std::string tasks = absl::StrCat("/proc/", p->pid(), "/task");
+  DIR* dir = opendir(tasks.c_str());
+  ASSERT_NE(dir, nullptr) << tasks;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(tasks + "/" + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  closedir(dir);
+  EXPECT_GT(names.size(), 1u);
+  for (const auto& n : names) EXPECT_NE(n, "nexting_thread") << "a callback-API thread runs";
+
+  p->Signal(SIGTERM);
+  auto rc = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(rc) << "turnstiled did not stop on SIGTERM";
+  EXPECT_EQ(*rc, 0);
 }
 
 }  // namespace
