@@ -7,14 +7,18 @@
 // ZooKeeper sessions, survives a ZooKeeper restart while all wait (the
 // bench's --w5-restart-zk: same sessions, every watch back, no hold lost),
 // passes its correctness checks (each waiter granted once, in order, no
-// node left) and costs ZooKeeper exactly one watch per waiter.
+// node left) and costs ZooKeeper exactly one watch per waiter; its memory
+// baseline (gRPC alone, turnstile-bare-server, with as many idle streams)
+// is measured and its server stopped.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -364,6 +368,15 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
   }
   EXPECT_EQ(sizes, (std::set<int>{10, 50}));
 
+  // W5's gRPC baseline ran without --bare-server: the bench found
+  // turnstile-bare-server next to itself. (No --server-pid here: the
+  // replica's RSS, and so the ratio, are not measured.)
+  const JsonValue& w5 = by_workload["w5"];
+  ASSERT_EQ(w5["bare_grpc"].kind, JsonValue::kObject) << output;
+  EXPECT_EQ(w5["bare_grpc"]["exit_status"].number, 0) << output;
+  ExpectPositive(w5, "w5", "bare_grpc_rss_mb");
+  EXPECT_EQ(w5["rss_ratio_to_bare_grpc"].kind, JsonValue::kNull) << output;
+
   // The floor's znodes are gone.
   SyncZk sync(zk.ConnectString());
   auto top = sync.Children("/");
@@ -386,8 +399,11 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
 // QUEUED. Then the bench's own checks must pass (exit 0: each contender
 // granted exactly once, fencing tokens rising in grant order per lock, no
 // grant before the previous holder's release, no contender node left), and
-// ZooKeeper must hold exactly one watch per waiter while all wait.
-// Performance numbers are printed, not asserted.
+// ZooKeeper must hold exactly one watch per waiter while all wait. Before
+// all that, the bench's memory baseline: turnstile-bare-server (gRPC with
+// the same proto, no engine) holds as many idle streams, its RSS is read,
+// and it is stopped by the bench (exit status 0 on SIGTERM) before the
+// replica's part begins. Performance numbers are printed, not asserted.
 TEST(BenchTest, ScaleRunSurvivesAZooKeeperRestartAndGrantsEveryWaiterOnceInOrder) {
   // A server of its own: this test restarts it.
   auto server = ZkServer::Start();
@@ -424,7 +440,8 @@ TEST(BenchTest, ScaleRunSurvivesAZooKeeperRestartAndGrantsEveryWaiterOnceInOrder
   BenchRun run = RunBench({"--workloads", "w5", "--w5-waiters", "2000", "--w5-idle", "1s",
                            "--w5-restart-zk", command, "--server", replica->address(), "--zk",
                            zk.ConnectString(), "--zk-root", root, "--zk-fsync", "off",
-                           "--server-pid", std::to_string(getpid())},
+                           "--server-pid", std::to_string(getpid()), "--bare-server",
+                           TURNSTILE_BARE_SERVER_PATH},
                           std::chrono::seconds(150), /*expect_ok=*/true, restart);
   close(fifo_fd);
   const std::string& output = run.output;
@@ -513,6 +530,35 @@ TEST(BenchTest, ScaleRunSurvivesAZooKeeperRestartAndGrantsEveryWaiterOnceInOrder
   }
   ExpectPositive(j["ratio"], "w5.ratio", "handoffs_per_s");
   ExpectPositive(j["ratio"], "w5.ratio", "release_to_acquired_p50_ms");
+
+  // The gRPC baseline: the same streams (holders and waiters) on the bare
+  // server, its RSS read while they were open, the replica's over it.
+  const JsonValue& bare = j["bare_grpc"];
+  ASSERT_EQ(bare.kind, JsonValue::kObject) << output;
+  EXPECT_EQ(bare["error"].kind, JsonValue::kNull) << output;
+  EXPECT_EQ(bare["streams"].number, waiters + holders);
+  ExpectPositive(bare, "w5.bare_grpc", "open_s");
+  ExpectPositive(j, "w5", "bare_grpc_rss_before_mb");
+  ExpectPositive(j, "w5", "bare_grpc_rss_mb");
+  // 2,211 idle streams cost gRPC some memory (~16 KB each on gRPC 1.51).
+  EXPECT_GT(j["bare_grpc_rss_mb"].number, j["bare_grpc_rss_before_mb"].number) << output;
+  ExpectPositive(j, "w5", "bare_grpc_rss_per_waiter_kb");
+  ExpectPositive(j, "w5", "rss_ratio_to_bare_grpc");
+  EXPECT_NEAR(j["rss_ratio_to_bare_grpc"].number,
+              j["rss_waiting_mb"].number / j["bare_grpc_rss_mb"].number,
+              1e-3 * j["rss_ratio_to_bare_grpc"].number);
+  EXPECT_EQ(j["rss_ratio_to_bare_grpc_target"].number, 1.15);
+  EXPECT_NE(output.find("replica RSS / bare gRPC server RSS"), std::string::npos) << output;
+  // The bench stopped it (SIGTERM, clean exit, reaped) before the replica's
+  // part began, and it is gone.
+  EXPECT_EQ(bare["exit_status"].number, 0) << output;
+  const size_t stopped = output.find("server stopped, exit status 0");
+  EXPECT_NE(stopped, std::string::npos) << output;
+  EXPECT_LT(stopped, output.find("holders granted")) << output;
+  const pid_t bare_pid = static_cast<pid_t>(bare["pid"].number);
+  ASSERT_GT(bare_pid, 0);
+  EXPECT_EQ(kill(bare_pid, 0), -1) << "turnstile-bare-server (pid " << bare_pid << ") still runs";
+  EXPECT_EQ(errno, ESRCH);
 
   // No contender node left, seen independently of the bench: every lock
   // node under this test's root is empty (or already removed).

@@ -59,6 +59,8 @@ constexpr char kUsage[] =
     "                      ZooKeeper on the same address and data dir and returns\n"
     "                      once it serves; W5 runs it while all waiters wait and\n"
     "                      checks the replica's reconnection (default: none)\n"
+    "  --bare-server PATH  turnstile-bare-server, for W5's gRPC baseline (default:\n"
+    "                      the one next to this program, if any; \"\" = none)\n"
     "  --quick             1s per workload, a 500ms warm-up, herd sizes 10,50,\n"
     "                      W5 with 2000 waiters and a 1s idle window (for tests)\n"
     "\n"
@@ -86,7 +88,11 @@ constexpr char kUsage[] =
     "      zk_watch_count returns to its value before within 60 s of ZooKeeper\n"
     "      serving again (the time is reported); every holder SUSPENDED is\n"
     "      RESUMED, none LOST; no waiter is told anything but QUEUED. Then the\n"
-    "      drain and its checks as above.\n"
+    "      drain and its checks as above. First, W5 starts --bare-server (gRPC\n"
+    "      with the same proto, no engine, no ZooKeeper), opens the same number\n"
+    "      of idle Acquire streams to it the same way, reads its RSS after the\n"
+    "      same idle window, stops it, and reports the replica's RSS over it\n"
+    "      (target <= 1.15).\n"
     "\n"
     "W4 needs N+1 contenders on one lock and W5 N/2+1: run turnstiled with\n"
     "--max-contenders-per-lock above both (e.g. 20001), --max-streams above\n"
@@ -137,10 +143,21 @@ bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
   return !out->empty();
 }
 
+// `name` in this program's own directory (as built, and as installed), or
+// "" if there is no such executable.
+std::string SiblingProgram(const std::string& name) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  std::string path(self, static_cast<size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + name;
+  return access(path.c_str(), X_OK) == 0 ? path : "";
+}
+
 // 0 = ok, 2 = usage error, -1 = --help.
 int ParseFlags(int argc, char** argv, BenchOptions* o) {
   bool duration_set = false, herd_set = false, w5_waiters_set = false, w5_idle_set = false;
-  bool warmup_set = false;
+  bool warmup_set = false, bare_server_set = false;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return -1;
@@ -159,7 +176,7 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
                                           "zk-fsync",   "server-pid", "zk-pid",     "workloads",
                                           "duration",   "herd-sizes", "w5-waiters",
                                           "w5-idle",    "warmup",     "slices",
-                                          "w5-restart-zk"};
+                                          "w5-restart-zk", "bare-server"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
       return 2;
@@ -217,6 +234,9 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     } else if (name == "w5-restart-zk") {
       if (value.empty()) return refuse("must be a shell command");
       o->w5_restart_zk = value;
+    } else if (name == "bare-server") {
+      o->bare_server = value;  // "" = no baseline
+      bare_server_set = true;
     } else if (name == "workloads") {
       if (!ParseWorkloads(value, &o->workloads)) return refuse("is not a list of w1,w2,w3,w4,w5");
     } else if (name == "duration") {
@@ -245,6 +265,7 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     std::fprintf(stderr, "turnstile bench: --server and --zk must not be empty\n");
     return 2;
   }
+  if (!bare_server_set) o->bare_server = SiblingProgram("turnstile-bare-server");
   if (o->quick) {
     if (!duration_set) o->duration = Millis(1000);
     if (!warmup_set) o->warmup = Millis(500);
@@ -935,9 +956,65 @@ void PrintRestart(const ScaleRestart& x, int holders) {
   row("waiters told anything but QUEUED", std::to_string(x.waiters_other_events), "0");
 }
 
+// Issue 20's W5 memory target: the replica's RSS while all wait over that of
+// gRPC alone (turnstile-bare-server) holding the same idle streams.
+constexpr double kRssRatioToBareGrpcTarget = 1.15;
+
+double RssRatioToBareGrpc(const ScaleResult& r) {
+  return r.bare ? Ratio(r.rss_waiting_mb, r.bare->rss_waiting_mb) : NAN;
+}
+
+// The baseline's RSS growth per W5 waiter, as the replica's is counted (its
+// holders' streams included).
+double BareGrpcRssPerWaiterKb(const ScaleResult& r) {
+  return r.bare ? (r.bare->rss_waiting_mb - r.bare->rss_before_mb) * 1024 / r.waiters : NAN;
+}
+
+void AddBareGrpcJson(const ScaleResult& r, Json* j) {
+  const BareGrpcResult none;
+  const BareGrpcResult& b = r.bare ? *r.bare : none;
+  j->Num("bare_grpc_rss_mb", b.rss_waiting_mb)
+      .Num("bare_grpc_rss_before_mb", b.rss_before_mb)
+      .Num("bare_grpc_rss_per_waiter_kb", BareGrpcRssPerWaiterKb(r))
+      .Num("rss_ratio_to_bare_grpc", RssRatioToBareGrpc(r))
+      .Num("rss_ratio_to_bare_grpc_target", kRssRatioToBareGrpcTarget);
+  if (!r.bare) {
+    j->Null("bare_grpc");
+    return;
+  }
+  Json detail;
+  detail.Int("pid", b.pid)
+      .Int("streams", b.streams)
+      .Num("open_s", b.open_seconds)
+      .Int("exit_status", b.exit_status);
+  if (b.error.empty()) {
+    detail.Null("error");
+  } else {
+    detail.Str("error", b.error);
+  }
+  j->Obj("bare_grpc", detail);
+}
+
+void PrintBareGrpc(const ScaleResult& r) {
+  if (!r.bare) {
+    std::printf("  (no --bare-server: the gRPC baseline was not measured)\n");
+    return;
+  }
+  char target[32];
+  std::snprintf(target, sizeof(target), "<= %.2f", kRssRatioToBareGrpcTarget);
+  std::printf("  %-48s %12s\n", "bare gRPC server RSS, same idle streams (MB)",
+              Fmt(r.bare->rss_waiting_mb, "%.1f").c_str());
+  std::printf("  %-48s %12s\n", "bare gRPC server RSS before them (MB)",
+              Fmt(r.bare->rss_before_mb, "%.1f").c_str());
+  std::printf("  %-48s %12s\n", "bare gRPC server RSS growth per waiter (KB)",
+              Fmt(BareGrpcRssPerWaiterKb(r), "%.2f").c_str());
+  std::printf("  %-48s %12s   %s\n", "replica RSS / bare gRPC server RSS",
+              Fmt(RssRatioToBareGrpc(r), "%.2f").c_str(), target);
+}
+
 // Prints W5's violations and completes its JSON line with them; W5 then
 // exits 3.
-int ReportViolations(const ScaleResult& r, Json j, const std::string& run_error) {
+int ReportViolations(const ScaleResult& r, Json j, const std::string& also) {
   for (const std::string& v : r.violations) std::printf("  VIOLATION: %s\n", v.c_str());
   if (r.violation_count > r.violations.size()) {
     std::printf("  VIOLATION: ... %llu in all\n",
@@ -945,7 +1022,7 @@ int ReportViolations(const ScaleResult& r, Json j, const std::string& run_error)
   }
   std::string error = std::to_string(r.violation_count) +
                       " correctness violation(s); the first: " + r.violations.front();
-  if (!run_error.empty()) error += "; and the run stopped: " + run_error;
+  if (!also.empty()) error += "; " + also;
   PrintJson(j.Num("ok", 0).Str("error", error));
   return 3;
 }
@@ -981,12 +1058,13 @@ int RunW5(const BenchOptions& o) {
   } else {
     j.Null("zk_restart");
   }
+  AddBareGrpcJson(r, &j);
   if (!r.error.empty()) {
     if (r.restart) PrintRestart(*r.restart, r.holders);
     std::printf("  ERROR: %s\n", r.error.c_str());
     // A run stopped by what a check flagged (e.g. a holder LOST across the
     // restart ends its stream) is a failed check.
-    if (r.violation_count > 0) return ReportViolations(r, j, r.error);
+    if (r.violation_count > 0) return ReportViolations(r, j, "the run stopped: " + r.error);
     PrintJson(j.Num("ok", 0).Str("error", r.error));
     return 1;
   }
@@ -994,12 +1072,12 @@ int RunW5(const BenchOptions& o) {
   const double rss_per_waiter_kb = (r.rss_waiting_mb - r.rss_before_mb) * 1024 / r.waiters;
   std::printf("  all QUEUED after %.1f s\n", r.queue_seconds);
   std::printf("  %-48s %12s   %s\n", "while all wait", "value", "target");
-  std::printf("  %-48s %12s   %s\n", "replica RSS (MB)", Fmt(r.rss_waiting_mb, "%.1f").c_str(),
-              "<= 300");
+  std::printf("  %-48s %12s\n", "replica RSS (MB)", Fmt(r.rss_waiting_mb, "%.1f").c_str());
   std::printf("  %-48s %12s\n", "replica RSS before W5 (MB)",
               Fmt(r.rss_before_mb, "%.1f").c_str());
   std::printf("  %-48s %12s\n", "replica RSS growth per waiter (KB)",
               Fmt(rss_per_waiter_kb, "%.2f").c_str());
+  PrintBareGrpc(r);
   std::printf("  %-48s %12s   %s\n", "replica CPU while idle (% of one core)",
               Fmt(r.cpu_idle_percent, "%.2f").c_str(), "<= 2");
   std::printf("  %-48s %12s   = waiters (%d)\n", "ZooKeeper watches added (zk_watch_count)",
@@ -1056,6 +1134,10 @@ int RunW5(const BenchOptions& o) {
                          .Int("nodes_left", r.nodes_left)
                          .Int("violations", static_cast<int64_t>(r.violation_count)));
 
+  // The baseline failing is a workload that did not run through (exit 1),
+  // unless a correctness check failed too (exit 3).
+  const std::string bare_error =
+      r.bare && !r.bare->error.empty() ? "gRPC baseline: " + r.bare->error : "";
   if (r.violation_count == 0) {
     std::printf("  checks: one node per contender while all wait; %s%llu grants, each contender "
                 "granted once, in fencing-token order per lock, none before the previous holder's "
@@ -1064,10 +1146,15 @@ int RunW5(const BenchOptions& o) {
                             "no hold lost, waiters told only QUEUED; "
                           : "",
                 static_cast<unsigned long long>(r.grants_checked), r.lock_nodes_checked);
+    if (!bare_error.empty()) {
+      std::printf("  ERROR: %s\n", bare_error.c_str());
+      PrintJson(j.Num("ok", 0).Str("error", bare_error));
+      return 1;
+    }
     PrintJson(j.Num("ok", 1).Null("error"));
     return 0;
   }
-  return ReportViolations(r, j, "");
+  return ReportViolations(r, j, bare_error);
 }
 
 }  // namespace

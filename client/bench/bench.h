@@ -7,7 +7,7 @@
 //                   [--duration 5s] [--warmup 3s] [--slices 4]
 //                   [--herd-sizes 10,100,1000,10000]
 //                   [--w5-waiters 20000] [--w5-idle 5s]
-//                   [--w5-restart-zk CMD] [--quick]
+//                   [--w5-restart-zk CMD] [--bare-server PATH] [--quick]
 //
 // Workloads:
 //   w1  uncontended: 1 client, 1 lock, acquire+release cycles.
@@ -31,7 +31,11 @@
 //       expired), zk_watch_count must return to its value before the
 //       restart (every watch re-established; the time is reported), holders
 //       may be SUSPENDED and RESUMED but not LOST, and waiters are told
-//       nothing but QUEUED.
+//       nothing but QUEUED. Before all that, the baseline for the
+//       replica's memory: --bare-server (turnstile-bare-server, gRPC with the
+//       same proto and no engine) holds the same number of idle streams,
+//       opened the same way, and the replica's RSS is reported over its RSS
+//       (target <= 1.15; gRPC alone costs ~17 KB per waiting call).
 // W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
 // turnstile/floor per metric. Each workload prints a table and one line
 // "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.

@@ -68,6 +68,11 @@ struct BenchOptions {
   // restart. The bench then checks that nothing was lost and that every
   // watch came back (see ScaleRestart).
   std::string w5_restart_zk;
+  // W5's baseline: the turnstile-bare-server program (gRPC alone, same
+  // proto), started by W5 to hold as many idle Acquire streams as the
+  // replica does; "" = not measured. Defaults to turnstile-bare-server next
+  // to the running program, if there is one.
+  std::string bare_server;
   // Unique per run: lock names and the floor's znode root carry it.
   std::string run_tag;
 };
@@ -291,6 +296,22 @@ struct ScaleRestart {
   bool checked = false;
 };
 
+// W5's baseline (issue 20): turnstile-bare-server, gRPC with the same proto
+// and no engine, holding as many idle Acquire streams as W5 puts on the
+// replica (holders and waiters, same channels, same open requests), each
+// answered with one QUEUED; its RSS is what gRPC alone costs for them.
+struct BareGrpcResult {
+  int pid = 0;
+  int streams = 0;
+  double open_seconds = NAN;    // all streams started -> each one QUEUED
+  double rss_before_mb = NAN;   // listening, channels connected, no stream
+  double rss_waiting_mb = NAN;  // all streams idle, after W5's idle window
+  // How the server ended: its exit status after SIGTERM (0 = clean),
+  // 128 + signal if it had to be killed, -1 if never started.
+  int exit_status = -1;
+  std::string error;  // the baseline could not be measured
+};
+
 // W5: many waiters on one replica at once, then drained.
 struct ScaleResult {
   int big_waiters = 0;       // on the one big lock
@@ -308,6 +329,7 @@ struct ScaleResult {
   double watch_count = NAN;       // mntr zk_watch_count while all wait
   double watch_delta = NAN;       // ... minus its value before the run
   std::optional<ScaleRestart> restart;  // with --w5-restart-zk
+  std::optional<BareGrpcResult> bare;   // with a bare server (--bare-server)
   HerdResult big, control, spread;
   uint64_t grants_checked = 0;
   int lock_nodes_checked = 0;

@@ -5,6 +5,8 @@
 // a grant before the previous holder's release, and no contender node left.
 // With --w5-restart-zk it restarts ZooKeeper while all wait, first, and
 // checks that the replica came back on the same sessions with every watch.
+// Before all that, the same streams on a bare gRPC server (--bare-server)
+// give the baseline the replica's RSS is compared to.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "client/bench/acquire_call.h"
+#include "client/bench/bare_grpc.h"
 #include "server/lock_name.h"
 
 namespace turnstile::bench {
@@ -437,7 +440,6 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
       holders_budget + queue_budget + watch_budget + o.w5_idle + restart_budget + all_drains +
           Millis(60000),
       Millis(3600 * 1000));
-  const Clock::time_point rpc_deadline = Clock::now() + wait_timeout + Millis(60000);
   std::vector<AcquireOpen> opens(s->locks.size());
   std::vector<std::string> lock_paths;
   for (size_t i = 0; i < s->locks.size(); ++i) {
@@ -446,6 +448,41 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
     opens[i].set_owner("turnstile-bench");
     opens[i].mutable_wait_timeout()->set_seconds(wait_timeout.count() / 1000);
   }
+  // Every stream of the run: the holders (lock i on channel i mod channels),
+  // then the waiters, spread round-robin over the channels.
+  std::vector<IdleStream> streams;
+  for (size_t i = 0; i < s->locks.size(); ++i) {
+    streams.push_back({&opens[i], static_cast<int>(i % channels)});
+  }
+  int next_channel = 0;
+  for (size_t i = 0; i < s->locks.size(); ++i) {
+    for (int j = 0; j < s->locks[i].waiters; ++j) {
+      streams.push_back({&opens[i], next_channel});
+      next_channel = (next_channel + 1) % channels;
+    }
+  }
+
+  // The baseline first: gRPC alone (turnstile-bare-server) holding the same
+  // streams, from the same client code, over as many channels, each
+  // answered once and then idle for the same window before its RSS is read.
+  // Before the replica's part rather than after it, so that this process
+  // holds one set of streams at a time and the replica's part (its
+  // measurement, the ZooKeeper restart, the drain) runs as it did without
+  // the baseline; the two servers are separate processes, and the bare one
+  // starts fresh, so the order changes neither's RSS.
+  if (!o.bare_server.empty()) {
+    Progress("gRPC baseline: " + std::to_string(streams.size()) +
+             " idle Acquire streams on " + o.bare_server);
+    r.bare = MeasureBareGrpc(o, streams);
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "gRPC baseline: RSS %.1f MB with %d idle streams (%.1f MB before them); "
+                  "server stopped, exit status %d",
+                  r.bare->rss_waiting_mb, r.bare->streams, r.bare->rss_before_mb,
+                  r.bare->exit_status);
+    Progress(r.bare->error.empty() ? line : "gRPC baseline failed: " + r.bare->error);
+  }
+  const Clock::time_point rpc_deadline = Clock::now() + wait_timeout + Millis(60000);
 
   // Ends the run early: releases every holder, cancels everything open.
   auto abort_run = [&](const std::string& why) {
@@ -475,7 +512,7 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
   // Every lock is taken first, so every waiter queues.
   for (size_t i = 0; i < s->locks.size(); ++i) {
     s->locks[i].holder = StartContender(s.get(), static_cast<int>(i), /*holder=*/true,
-                                        static_cast<int>(i % channels), opens[i], rpc_deadline);
+                                        streams[i].channel, opens[i], rpc_deadline);
   }
   {
     std::unique_lock<std::mutex> l(s->mu);
@@ -492,13 +529,9 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
   Progress(std::to_string(r.holders) + " holders granted; opening " +
            std::to_string(r.waiters) + " waiting streams");
   const Clock::time_point queue_start = Clock::now();
-  int next_channel = 0;
-  for (size_t i = 0; i < s->locks.size(); ++i) {
-    for (int j = 0; j < s->locks[i].waiters; ++j) {
-      StartContender(s.get(), static_cast<int>(i), /*holder=*/false, next_channel, opens[i],
-                     rpc_deadline);
-      next_channel = (next_channel + 1) % channels;
-    }
+  for (size_t k = s->locks.size(); k < streams.size(); ++k) {
+    StartContender(s.get(), static_cast<int>(streams[k].open - opens.data()), /*holder=*/false,
+                   streams[k].channel, *streams[k].open, rpc_deadline);
   }
   {
     std::unique_lock<std::mutex> l(s->mu);

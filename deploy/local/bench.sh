@@ -15,7 +15,8 @@
 # e.g. --warmup 3s (unmeasured cycles on both sides first) and --slices 4
 # (W1..W3 interleave the sides ABBABAAB; --slices 1 = turnstile, then floor).
 # Needs the binaries built in build/ (bash deploy/local/build.sh, or
-# `cmake --build build --target turnstiled turnstile turnstile-bench`);
+# `cmake --build build --target turnstiled turnstile turnstile-bench
+# turnstile-bare-server`);
 # TURNSTILE_BUILD_DIR=/path/to/build uses another build directory.
 # TURNSTILE_BENCH_TIMEOUT (seconds, default 600) bounds the bench itself.
 #
@@ -30,6 +31,11 @@
 # 3): turnstile-bench runs `local-cluster.sh restart-zookeeper` (same port,
 # zoo.cfg and data dir) and checks that the replica comes back on the same
 # sessions with every watch, then drains as usual. --no-zk-restart skips it.
+#
+# W5 first puts the same number of idle Acquire streams on
+# turnstile-bare-server (gRPC alone, same proto, no engine, no ZooKeeper;
+# started and stopped by turnstile-bench, --bare-server) and reports the
+# replica's RSS over the bare server's (issue 20: target <= 1.15).
 #
 # ZooKeeper runs with its defaults, jute.maxbuffer (1 MiB) included. Replica
 # flags, so that the largest workloads fit:
@@ -60,7 +66,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin="${TURNSTILE_BUILD_DIR:-$top/build}"
-for b in "$bin/server/turnstiled" "$bin/client/turnstile" "$bin/client/bench/turnstile-bench"; do
+for b in "$bin/server/turnstiled" "$bin/client/turnstile" "$bin/client/bench/turnstile-bench" \
+         "$bin/client/bench/turnstile-bare-server"; do
   [ -x "$b" ] || { echo "missing $b: build first (bash deploy/local/build.sh)" >&2; exit 1; }
 done
 
@@ -98,7 +105,8 @@ echo
 rc=0
 timeout --signal=TERM --kill-after=10 "${TURNSTILE_BENCH_TIMEOUT:-600}" \
   "$bin/client/bench/turnstile-bench" --server "127.0.0.1:$ts_port" --zk "127.0.0.1:$zk_port" \
-  --zk-fsync "$fsync_label" --server-pid "$ts_pid" --zk-pid "$(current_zk_pid)" ${restart_args[@]+"${restart_args[@]}"} \
+  --zk-fsync "$fsync_label" --server-pid "$ts_pid" --zk-pid "$(current_zk_pid)" \
+  --bare-server "$bin/client/bench/turnstile-bare-server" ${restart_args[@]+"${restart_args[@]}"} \
   ${bench_args[@]+"${bench_args[@]}"} || rc=$?
 echo
 if [ $rc -ne 0 ]; then
