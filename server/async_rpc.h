@@ -163,8 +163,9 @@ class BidiCall {
 
  protected:
   BidiCall() = default;
-  // The call arrived (on the queue's thread). The next Await is the
-  // owner's business (see Acceptor).
+  // A call arrived (on the queue's thread): first OnArrival, which arms
+  // the next object for this method, then OnStart for this call.
+  virtual void OnArrival() = 0;
   virtual void OnStart() = 0;
   virtual void OnReadDone(bool ok) = 0;
   virtual void OnWriteDone(bool ok) = 0;
@@ -172,11 +173,6 @@ class BidiCall {
   virtual void OnCancel() {}
   // Last; nothing more is called. The default releases the object.
   virtual void OnDone() { self_.reset(); }
-  // Called when a call arrives: the acceptor arms the next one.
-  std::function<void()> on_arrival_;
-
- public:
-  void SetOnArrival(std::function<void()> f) { on_arrival_ = std::move(f); }
 
  private:
   void Started(bool ok) {
@@ -184,7 +180,7 @@ class BidiCall {
       self_.reset();
       return;
     }
-    if (on_arrival_) on_arrival_();
+    OnArrival();
     ops_.Begin();  // the done tag
     OnStart();
   }

@@ -147,18 +147,10 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     c->path_bytes = path_bytes;
     c->params = p;
     c->segment = segment;
-    c->lock_path = options_.root + "/" + segment;
+    c->root = &options_.root;
     c->slot = slot;
     c->uid = NewContenderUid();
-    ContenderInfo info;
-    info.owner = p.owner;
-    info.metadata = p.metadata;
-    info.replica_id = options_.replica_id;
-    info.started_unix_ms = NowUnixMs();
-    info.ttl_ms = p.ttl.count();
-    info.lock_delay_ms = p.lock_delay.count();
-    info.identity = p.identity;
-    c->data = EncodeContenderInfo(info);
+    c->started_unix_ms = NowUnixMs();
     c->sink = std::move(sink);
     Contender* raw = c.get();
     contenders_.emplace(id, std::move(c));
@@ -257,8 +249,18 @@ void LockEngine::IssueCreate(Contender* c) {
   c->state = State::kCreating;
   c->create_order = ++create_counter_;
   uint64_t id = c->id, gen = ++c->gen;
-  c->zk()->Create(c->lock_path + "/" + ContenderNodePrefix(c->params.kind, c->uid),
-              c->data, CreateMode::kEphemeralSequential,
+  // The node's data is encoded for each create (a re-create after expiry
+  // too) rather than kept: a waiting stream would carry it for its life.
+  ContenderInfo info;
+  info.owner = c->params.owner;
+  info.metadata = c->params.metadata;
+  info.replica_id = options_.replica_id;
+  info.started_unix_ms = c->started_unix_ms;
+  info.ttl_ms = c->params.ttl.count();
+  info.lock_delay_ms = c->params.lock_delay.count();
+  info.identity = c->params.identity;
+  c->zk()->Create(c->lock_path() + "/" + ContenderNodePrefix(c->params.kind, c->uid),
+              EncodeContenderInfo(info), CreateMode::kEphemeralSequential,
               [this, id, gen](ZkCode code, const std::string& path,
                               const ZkStat& stat) {
                 OnCreated(id, gen, code, path, stat);
@@ -301,7 +303,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
       return;
     }
     uint64_t g = ++c->gen;
-    c->zk()->Create(c->lock_path, "", CreateMode::kContainer,
+    c->zk()->Create(c->lock_path(), "", CreateMode::kContainer,
                 [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
                   {
                     std::lock_guard<std::mutex> l(mu_);
@@ -314,7 +316,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                       Stall(c);
                     } else if (!IsSessionGone(code)) {
                       c->state = State::kPendingCreate;  // no node: forgotten
-                      FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path, code));
+                      FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path(), code));
                     }
                   }
                   Deliver();
@@ -334,7 +336,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // the contender is forgotten at once, not left in the tables (and the
     // per-lock limit and watch budget) until the session ends.
     c->state = State::kPendingCreate;
-    FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path, code));
+    FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path(), code));
     return;
   }
   c->node = path.substr(path.rfind('/') + 1);
@@ -355,7 +357,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
 
 void LockEngine::SearchOwnNode(Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
-  c->zk()->GetChildren(c->lock_path, [this, id, gen](
+  c->zk()->GetChildren(c->lock_path(), [this, id, gen](
                                      ZkCode code,
                                      const std::vector<std::string>& children) {
     {
@@ -755,7 +757,7 @@ void LockEngine::Arm(Contender* c) {
     }
   };
   c->watch_key = c->zk()->GetData(
-      c->lock_path + "/" + node,
+      c->lock_path() + "/" + node,
       [this, id, gen, gone](WatchEventType type) {
         {
           std::lock_guard<std::mutex> l(mu_);
@@ -767,7 +769,7 @@ void LockEngine::Arm(Contender* c) {
             // that deleted the node: when that is this replica's local
             // handoff, its reply (which also confirms this waiter's node)
             // decides, a moment later.
-            Contender* blocker = FindByPath(c->lock_path + "/" + c->watching);
+            Contender* blocker = FindByPath(c->lock_path() + "/" + c->watching);
             if (blocker != nullptr && blocker->state == State::kDeleting &&
                 blocker->handoff_in_flight) {
               return;
@@ -788,7 +790,7 @@ void LockEngine::Arm(Contender* c) {
               // says. (A local blocker's end is known here: EndContender.)
               const std::string node = c->watching;
               const Millis delay(c->blocker_delay_ms);
-              c->zk()->GetData(c->lock_path, nullptr,
+              c->zk()->GetData(c->lock_path(), nullptr,
                                [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
                                                                   const ZkStat&) {
                                  {
@@ -796,7 +798,7 @@ void LockEngine::Arm(Contender* c) {
                                    Contender* c = Find(id, gen);
                                    if (c == nullptr || c->state != State::kWaiting) return;
                                    if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
-                                     StartLockDelay(c->segment, c->lock_path, delay, "");
+                                     StartLockDelay(c->segment, c->lock_path(), delay, "");
                                    }
                                    gone();
                                  }
@@ -844,7 +846,7 @@ void LockEngine::Disarm(Contender* c) {
     // A node is watched by the contenders it blocks (one for a mutex; the
     // readers behind a writer) and, if it is this replica's, by its own
     // holder. The server's watch goes only when none of them is left.
-    bool only_watcher = by_path_.count(c->lock_path + "/" + c->watching) == 0;
+    bool only_watcher = by_path_.count(c->lock_path() + "/" + c->watching) == 0;
     if (only_watcher && c->params.kind == ContenderKind::kShared) {
       auto lk = locks_.find(c->segment);
       if (lk != locks_.end()) {
@@ -858,7 +860,7 @@ void LockEngine::Disarm(Contender* c) {
         }
       }
     }
-    c->zk()->RemoveWatch(c->lock_path + "/" + c->watching, c->watch_key, only_watcher);
+    c->zk()->RemoveWatch(c->lock_path() + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
 }
@@ -1119,8 +1121,8 @@ void LockEngine::NoteOwnNode(Contender* c, const std::string& data, int32_t vers
     const bool revoked = info->revoke_id > c->seen_revoke_id;
     if (revoked) {
       c->seen_revoke_id = info->revoke_id;
-      c->revoke_by = info->revoke_by;
-      c->revoke_reason = info->revoke_reason;
+      c->revoke_seen = std::make_unique<std::pair<std::string, std::string>>(
+          info->revoke_by, info->revoke_reason);
       c->revoke_told = false;
     }
     const bool renewed = info->renewals > c->seen_renewals;
@@ -1140,8 +1142,10 @@ void LockEngine::TellRevoke(Contender* c) {
   if (observer_) observer_->OnRevokeDelivered();
   LockEvent e;
   e.type = LockEvent::Type::kRevokeRequested;
-  e.requester = c->revoke_by;
-  e.revoke_reason = c->revoke_reason;
+  if (c->revoke_seen) {
+    e.requester = c->revoke_seen->first;
+    e.revoke_reason = c->revoke_seen->second;
+  }
   Emit(c, e);
 }
 
@@ -1240,7 +1244,7 @@ void LockEngine::EndContender(Contender* c) {
   if (c->state == State::kHeld && c->announced && c->params.lock_delay > Millis(0)) {
     // Ended without the client asking (lost, revoked by lease id, the
     // client gone): the next grant waits the holder's lock-delay.
-    StartLockDelay(c->segment, c->lock_path, c->params.lock_delay, "");
+    StartLockDelay(c->segment, c->lock_path(), c->params.lock_delay, "");
   }
   timers_->Cancel(c->wait_timer);
   timers_->Cancel(c->ttl_timer);
@@ -1328,7 +1332,7 @@ void LockEngine::IssueDelete(Contender* c) {
       Deliver();
     };
     if (mark) {
-      c->zk()->DeleteMarked(c->path(), c->lock_path, EncodeLockMark(c->node, 0), next_path,
+      c->zk()->DeleteMarked(c->path(), c->lock_path(), EncodeLockMark(c->node, 0), next_path,
                             std::move(done));
     } else {
       c->zk()->DeleteChecking(c->path(), next_path, std::move(done));

@@ -223,7 +223,7 @@ void LockEngine::RequestRevokeOfHolders(Contender* c) {
       stop = true;  // a waiting writer: the holders end before it
       return;
     }
-    paths.push_back(c->lock_path + "/" + e.node);
+    paths.push_back(c->lock_path() + "/" + e.node);
     stop = e.kind != ContenderKind::kShared;  // an exclusive front holds alone
   });
   for (const std::string& path : paths) {

@@ -52,10 +52,10 @@ struct LockEngine::Contender {
   uint64_t id = 0;
   AcquireParams params;
   std::string segment;    // encoded lock name
-  std::string lock_path;  // root/segment
+  const std::string* root = nullptr;  // the engine's root (options_.root)
   SessionSlot* slot = nullptr;  // the pool's session for this lock
   std::string uid;
-  std::string data;       // EncodeContenderInfo
+  int64_t started_unix_ms = 0;  // ContenderInfo.started_unix_ms (Open)
   std::shared_ptr<ContenderSink> sink;  // null once ended or abandoned
   State state = State::kPendingCreate;
   // Bumped whenever an operation in flight becomes stale (re-arm, reset).
@@ -96,7 +96,8 @@ struct LockEngine::Contender {
   // The own node's renewal and revocation counters last seen (ContenderInfo).
   int64_t seen_renewals = 0;
   int64_t seen_revoke_id = 0;
-  std::string revoke_by, revoke_reason;  // the latest request seen
+  // The latest revocation request seen: who and why (rare; not kept inline).
+  std::unique_ptr<std::pair<std::string, std::string>> revoke_seen;
   bool revoke_told = true;  // the latest request was told (set false when one is seen)
   bool revoke_sent = false;  // a waiter's request to the holders was sent
   // Lock-delay.
@@ -119,7 +120,9 @@ struct LockEngine::Contender {
   bool wait_noted = false;
   bool hold_open = false;
 
-  std::string path() const { return lock_path + "/" + node; }
+  // root/segment, made when needed: a waiting stream keeps only its segment.
+  std::string lock_path() const { return *root + "/" + segment; }
+  std::string path() const { return lock_path() + "/" + node; }
   ZkSession* zk() const { return slot->zk; }
   bool waiting() const {
     return state == State::kPendingCreate || state == State::kCreating ||

@@ -186,7 +186,7 @@ void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
   c->node_gone = true;
   const uint64_t id = c->id;
   const std::string message = deleted_message;
-  c->zk()->Sync(c->lock_path, [this, id, message](ZkCode code) {
+  c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = contenders_.find(id);

@@ -198,13 +198,13 @@ class AcquireReactor final
                     grpc::ServerCompletionQueue* cq) {
     auto r = std::shared_ptr<AcquireReactor>(new AcquireReactor(svc));
     r->weak_self_ = r;
-    r->SetOnArrival([svc] { svc->AwaitAcquire(); });
     r->BidiCall::Await(r, [async](grpc::ServerContext* ctx, Stream* stream,
                                   grpc::ServerCompletionQueue* cq, void* tag) {
       async->RequestAcquire(ctx, stream, cq, cq, tag);
     }, cq);
   }
 
+  void OnArrival() override { svc_->AwaitAcquire(); }
   void OnStart() override {
     identity_ = svc_->Authenticate(context(), "Acquire");
     Begin();
@@ -354,13 +354,13 @@ class KeepAliveReactor final
                     grpc::ServerCompletionQueue* cq) {
     auto r = std::shared_ptr<KeepAliveReactor>(new KeepAliveReactor(svc));
     r->weak_self_ = r;
-    r->SetOnArrival([svc] { svc->AwaitKeepAlive(); });
     r->BidiCall::Await(r, [async](grpc::ServerContext* ctx, Stream* stream,
                                   grpc::ServerCompletionQueue* cq, void* tag) {
       async->RequestKeepAlive(ctx, stream, cq, cq, tag);
     }, cq);
   }
 
+  void OnArrival() override { svc_->AwaitKeepAlive(); }
   void OnStart() override {
     identity_ = svc_->Authenticate(context(), "KeepAlive");
     Begin();
