@@ -14,20 +14,10 @@
 #include "server/async_rpc.h"
 #include "server/authz.h"
 #include "server/lock_engine.h"
+#include "server/service_observer.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
 namespace turnstile {
-
-// Receives the service's measurements (metrics). Thread-safe, quick.
-class ServiceObserver {
- public:
-  virtual ~ServiceObserver() = default;
-  // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List,
-  // Revoke).
-  virtual void OnRequestDone(const char* method, grpc::StatusCode code) = 0;
-  // `delta` is +1 or -1; `kind` is "acquire" or "keepalive".
-  virtual void OnStreamsChanged(const char* kind, int delta) = 0;
-};
 
 class LockServiceImpl final {
  public:
@@ -64,7 +54,7 @@ class LockServiceImpl final {
   // Set before serving; `observer` must outlive the service.
   void SetObserver(ServiceObserver* observer) { observer_ = observer; }
   void NoteRequest(const char* method, grpc::StatusCode code) const {
-    if (observer_) observer_->OnRequestDone(method, code);
+    if (observer_) observer_->OnRequestDone(method, static_cast<int>(code));
   }
   void NoteStreams(const char* kind, int delta) const {
     if (observer_) observer_->OnStreamsChanged(kind, delta);

@@ -336,11 +336,10 @@ void Metrics::OnWatchEvent() { watch_events_->Increment(); }
 
 void Metrics::OnSessionExpired() { expirations_->Increment(); }
 
-void Metrics::OnRequestDone(const char* method, grpc::StatusCode code) {
+void Metrics::OnRequestDone(const char* method, int code) {
   int mi = MethodIndex(method);
-  int c = static_cast<int>(code);
-  if (mi < 0 || c < 0 || c >= kGrpcCodes) return;
-  grpc_[mi][c]->Increment();
+  if (mi < 0 || code < 0 || code >= kGrpcCodes) return;
+  grpc_[mi][code]->Increment();
 }
 
 void Metrics::OnStreamsChanged(const char* kind, int delta) {

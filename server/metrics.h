@@ -27,7 +27,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/lock_engine.h"
-#include "server/lock_service.h"
+#include "server/service_observer.h"
 #include "server/zk_session.h"
 
 
@@ -71,7 +71,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   void OnWatchEvent() override;
   void OnSessionExpired() override;
   // ServiceObserver.
-  void OnRequestDone(const char* method, grpc::StatusCode code) override;
+  void OnRequestDone(const char* method, int code) override;
   void OnStreamsChanged(const char* kind, int delta) override;
 
  private:

@@ -1,0 +1,21 @@
+// ServiceObserver: what the gRPC service reports to its metrics. Kept apart
+// from lock_service.h so that metrics.h does not see gRPC's headers.
+#ifndef TURNSTILE_SERVER_SERVICE_OBSERVER_H_
+#define TURNSTILE_SERVER_SERVICE_OBSERVER_H_
+
+namespace turnstile {
+
+// Receives the service's measurements. Thread-safe, quick.
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List,
+  // Revoke); `code` the gRPC status code's number (0 = OK .. 16).
+  virtual void OnRequestDone(const char* method, int code) = 0;
+  // `delta` is +1 or -1; `kind` is "acquire" or "keepalive".
+  virtual void OnStreamsChanged(const char* kind, int delta) = 0;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_SERVICE_OBSERVER_H_
