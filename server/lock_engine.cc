@@ -1331,12 +1331,9 @@ void LockEngine::IssueDelete(Contender* c) {
       }
       Deliver();
     };
-    if (mark) {
-      c->zk()->DeleteMarked(c->path(), c->lock_path(), EncodeLockMark(c->node, 0), next_path,
-                            std::move(done));
-    } else {
-      c->zk()->DeleteChecking(c->path(), next_path, std::move(done));
-    }
+    engine_internal::DeleteInOneTransaction(
+        c->zk(), c->path(), mark ? c->lock_path() : "", mark ? EncodeLockMark(c->node, 0) : "",
+        next_path, std::move(done));
     return;
   }
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {

@@ -89,8 +89,9 @@ void LockEngine::ReleaseLease(
         const int64_t until = std::chrono::duration_cast<Millis>(
                                   std::chrono::system_clock::now().time_since_epoch()).count() +
                               info->lock_delay_ms;
-        zk->DeleteMarked(path, lock_path, EncodeLockMark("", until), "",
-                         [deleted, holder](ZkCode del, ZkCode) { deleted(del, holder); });
+        engine_internal::DeleteInOneTransaction(
+            zk, path, lock_path, EncodeLockMark("", until), "",
+            [deleted, holder](ZkCode del, ZkCode) { deleted(del, holder); });
       });
     }
   }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,35 @@ inline std::vector<std::string> PathPrefixes(const std::string& path) {
     if (i == path.size() || path[i] == '/') out.push_back(path.substr(0, i));
   }
   return out;
+}
+
+// The engine's delete transactions, composed over the seam's generic
+// multi: [set `mark_path`'s data to `mark_data`,] delete `path`[, check
+// that `check_path` exists] (no mark when `mark_path` is empty, no check
+// when `check_path` is). `done` gets the delete's code and the check's (kOk
+// without a check): both kOk when applied; kNoNode on the delete: `path`
+// was already gone; kNoNode on the check: that node is gone; kOther on the
+// delete: the mark could not be set (nothing applied); a failure of the
+// request as a whole as that code for both.
+using DeleteCheckCallback = std::function<void(ZkCode delete_code, ZkCode check_code)>;
+inline void DeleteInOneTransaction(ZkSession* zk, const std::string& path,
+                                   const std::string& mark_path, std::string mark_data,
+                                   const std::string& check_path, DeleteCheckCallback done) {
+  std::vector<ZkMultiOp> ops;
+  if (!mark_path.empty()) ops.push_back(ZkMultiOp::SetData(mark_path, std::move(mark_data)));
+  const size_t del_at = ops.size();
+  ops.push_back(ZkMultiOp::Delete(path));
+  const bool check = !check_path.empty();
+  if (check) ops.push_back(ZkMultiOp::Check(check_path));
+  zk->Multi(std::move(ops), [done = std::move(done), del_at, check](
+                                const std::vector<ZkCode>& codes) {
+    ZkCode del = codes[del_at];
+    for (size_t i = 0; i < del_at; ++i) {
+      // The mark failed (a code of its own, not the request's): nothing applied.
+      if (codes[i] != ZkCode::kOk && codes[i] != del) del = ZkCode::kOther;
+    }
+    done(del, check ? codes[del_at + 1] : ZkCode::kOk);
+  });
 }
 
 }  // namespace engine_internal

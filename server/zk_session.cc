@@ -213,39 +213,33 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
-  void DeleteChecking(const std::string& path, const std::string& check_path,
-                      DeleteCheckCallback done) override {
+  void Multi(std::vector<ZkMultiOp> ops, MultiCallback done) override {
     CountCall(ZkOp::kMulti);
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kMulti;
-    ctx->delete_check = std::move(done);
+    ctx->multi = std::move(done);
+    ctx->multi_results.resize(ops.size());
     Issue(ctx, [=](zhandle_t* zh) {
       // The C client serializes the ops at once; only the results array
       // must live until the completion.
-      zoo_op_t ops[2];
-      zoo_delete_op_init(&ops[0], path.c_str(), -1);
-      zoo_check_op_init(&ops[1], check_path.c_str(), -1);  // -1: any version
-      return zoo_amulti(zh, 2, ops, ctx->multi_results, &ZkClientSession::OnMulti, ctx);
-    });
-  }
-
-  void DeleteMarked(const std::string& path, const std::string& mark_path,
-                    const std::string& mark_data, const std::string& check_path,
-                    DeleteCheckCallback done) override {
-    CountCall(ZkOp::kMulti);
-    auto* ctx = new CallContext{this, 0};
-    ctx->op = ZkOp::kMulti;
-    ctx->delete_check = std::move(done);
-    ctx->multi_delete = 1;
-    ctx->multi_check = check_path.empty() ? -1 : 2;
-    Issue(ctx, [=](zhandle_t* zh) {
-      zoo_op_t ops[3];
-      zoo_set_op_init(&ops[0], mark_path.c_str(), mark_data.data(),
-                      static_cast<int>(mark_data.size()), -1, nullptr);
-      zoo_delete_op_init(&ops[1], path.c_str(), -1);
-      if (!check_path.empty()) zoo_check_op_init(&ops[2], check_path.c_str(), -1);
-      return zoo_amulti(zh, check_path.empty() ? 2 : 3, ops, ctx->multi_results,
-                        &ZkClientSession::OnMulti, ctx);
+      std::vector<zoo_op_t> zops(ops.size());
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const ZkMultiOp& op = ops[i];
+        switch (op.type) {
+          case ZkMultiOp::Type::kDelete:
+            zoo_delete_op_init(&zops[i], op.path.c_str(), op.version);
+            break;
+          case ZkMultiOp::Type::kCheck:
+            zoo_check_op_init(&zops[i], op.path.c_str(), op.version);
+            break;
+          case ZkMultiOp::Type::kSetData:
+            zoo_set_op_init(&zops[i], op.path.c_str(), op.data.data(),
+                            static_cast<int>(op.data.size()), op.version, nullptr);
+            break;
+        }
+      }
+      return zoo_amulti(zh, static_cast<int>(zops.size()), zops.data(),
+                        ctx->multi_results.data(), &ZkClientSession::OnMulti, ctx);
     });
   }
 
@@ -348,12 +342,8 @@ class ZkClientSession final : public ZkSession {
     DataCallback data;
     StatCallback stat;
     ChildrenStatCallback children_stat;
-    DeleteCheckCallback delete_check;
-    zoo_op_result_t multi_results[3] = {};
-    // Where the delete and the check are among the multi's ops (-1: no check;
-    // ops before the delete must have applied for it to count).
-    int multi_delete = 0;
-    int multi_check = 1;
+    MultiCallback multi;
+    std::vector<zoo_op_result_t> multi_results;
     ZkOp op = ZkOp::kCount;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -373,7 +363,7 @@ class ZkClientSession final : public ZkSession {
       if (data) data(code, std::string(), ZkStat{});
       if (stat) stat(code, ZkStat{});
       if (children_stat) children_stat(code, {}, ZkStat{});
-      if (delete_check) delete_check(code, code);
+      if (multi) multi(std::vector<ZkCode>(multi_results.size(), code));
     }
   };
 
@@ -439,18 +429,18 @@ class ZkClientSession final : public ZkSession {
     ZkCode code = MapRc(rc);
     ctx->Report(code);
     // A failed multi reports the failing op's error as rc and each op's own
-    // result in the array; a request that never ran (connection loss,
-    // expiry) leaves the array untouched.
-    ZkCode del = code, check = code;
+    // result in the array (ZRUNTIMEINCONSISTENCY for those after it); a
+    // request that never ran (connection loss, expiry) leaves the array
+    // untouched.
+    std::vector<ZkCode> codes(ctx->multi_results.size(), code);
     if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION || rc == ZNOAUTH ||
-        rc == ZNOTEMPTY || rc == ZRUNTIMEINCONSISTENCY) {
-      del = MapRc(ctx->multi_results[ctx->multi_delete].err);
-      check = ctx->multi_check < 0 ? ZkCode::kOk : MapRc(ctx->multi_results[ctx->multi_check].err);
-      for (int i = 0; i < ctx->multi_delete; ++i) {
-        if (ctx->multi_results[i].err != ZOK) del = ZkCode::kOther;  // not applied
+        rc == ZNOTEMPTY || rc == ZRUNTIMEINCONSISTENCY || rc == ZNODEEXISTS) {
+      for (size_t i = 0; i < codes.size(); ++i) {
+        const int err = ctx->multi_results[i].err;
+        codes[i] = err == ZRUNTIMEINCONSISTENCY ? ZkCode::kOther : MapRc(err);
       }
     }
-    ctx->delete_check(del, check);
+    ctx->multi(codes);
     delete ctx;
   }
 

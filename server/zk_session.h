@@ -78,6 +78,25 @@ class ZkObserver {
   virtual void OnSessionExpired() = 0;
 };
 
+// One operation of a ZooKeeper multi (a transaction: all apply or none).
+struct ZkMultiOp {
+  enum class Type { kDelete, kCheck, kSetData };
+  Type type = Type::kCheck;
+  std::string path;
+  std::string data;  // kSetData
+  int32_t version = -1;  // -1: any version
+  static ZkMultiOp Delete(std::string path, int32_t version = -1) {
+    return ZkMultiOp{Type::kDelete, std::move(path), "", version};
+  }
+  // Checks that `path` exists (at `version`, unless -1).
+  static ZkMultiOp Check(std::string path, int32_t version = -1) {
+    return ZkMultiOp{Type::kCheck, std::move(path), "", version};
+  }
+  static ZkMultiOp SetData(std::string path, std::string data, int32_t version = -1) {
+    return ZkMultiOp{Type::kSetData, std::move(path), std::move(data), version};
+  }
+};
+
 struct SessionCredentials {
   int64_t session_id = 0;
   std::string password;
@@ -90,8 +109,8 @@ class ZkSession {
   using DataCallback = std::function<void(ZkCode, const std::string& data, const ZkStat&)>;
   using StatCallback = std::function<void(ZkCode, const ZkStat&)>;
   using ChildrenCallback = std::function<void(ZkCode, const std::vector<std::string>&)>;
-  // The code of each operation of a DeleteChecking.
-  using DeleteCheckCallback = std::function<void(ZkCode delete_code, ZkCode check_code)>;
+  // A multi's outcome: one code per operation, in order.
+  using MultiCallback = std::function<void(const std::vector<ZkCode>& codes)>;
   // Called at most once, for a node event. Never called for session events;
   // dropped without a call if the session expires or closes first.
   using Watcher = std::function<void(WatchEventType)>;
@@ -104,23 +123,14 @@ class ZkSession {
                       CreateMode mode, CreateCallback done) = 0;
   virtual void Delete(const std::string& path, int32_t version,
                       VoidCallback done) = 0;
-  // Deletes `path` only if `check_path` exists, in one transaction (a
-  // ZooKeeper multi: delete, then check). Both codes kOk: applied, and
-  // `check_path` existed right after `path` was gone. Otherwise nothing was
-  // applied; the operation that failed has its error (kNoNode on `path`: it
-  // was already gone; kNoNode on `check_path`: that node is gone) and the
-  // kOk (it would have succeeded) or kOther (not reached). A failure of the request as a whole (connection loss, session
-  // expiry) comes as that code for both.
-  virtual void DeleteChecking(const std::string& path, const std::string& check_path,
-                              DeleteCheckCallback done) = 0;
-  // A clean release that says so: in one transaction, sets `mark_path`'s
-  // data to `mark_data`, deletes `path`, and (unless `check_path` is empty)
-  // checks that `check_path` exists. Codes as DeleteChecking (check_code
-  // kOk when there is no check); if the mark could not be set, nothing was
-  // applied and delete_code is kOther.
-  virtual void DeleteMarked(const std::string& path, const std::string& mark_path,
-                            const std::string& mark_data, const std::string& check_path,
-                            DeleteCheckCallback done) = 0;
+  // Runs `ops` as one transaction (ZooKeeper's multi): all apply, or none.
+  // Applied: every code kOk. Not applied: the operation that failed has
+  // its error (e.g. kNoNode), the ones before it kOk (they would have
+  // applied), the ones after it kOther (not reached). A failure of the
+  // request as a whole (connection loss, session expiry) comes as that
+  // code for every operation. The seam knows no recipe: the engine
+  // composes its transactions (LockEngine::IssueDelete).
+  virtual void Multi(std::vector<ZkMultiOp> ops, MultiCallback done) = 0;
   // With a non-null `watcher`, leaves a data watch only if the node exists
   // (unlike exists(), no watch dangles on a missing node). Returns a key
   // for RemoveWatch (0 without a watcher).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <csignal>
 #include <mutex>
 #include <thread>
@@ -86,24 +87,18 @@ class FaultySession final : public ZkSession {
     }
     real_->Delete(path, version, std::move(done));
   }
-  void DeleteChecking(const std::string& path, const std::string& check_path,
-                      DeleteCheckCallback done) override {
+  // Transactions with a delete fail the same way while FailDeletes is set.
+  void Multi(std::vector<ZkMultiOp> ops, MultiCallback done) override {
     CountCall(ZkOp::kMulti);
-    if (fail_deletes_) {
-      std::thread([done] { done(ZkCode::kConnectionLoss, ZkCode::kConnectionLoss); }).detach();
+    bool deletes = false;
+    for (const auto& op : ops) deletes = deletes || op.type == ZkMultiOp::Type::kDelete;
+    if (fail_deletes_ && deletes) {
+      std::thread([done, n = ops.size()] {
+        done(std::vector<ZkCode>(n, ZkCode::kConnectionLoss));
+      }).detach();
       return;
     }
-    real_->DeleteChecking(path, check_path, std::move(done));
-  }
-  void DeleteMarked(const std::string& path, const std::string& mark_path,
-                    const std::string& mark_data, const std::string& check_path,
-                    DeleteCheckCallback done) override {
-    CountCall(ZkOp::kMulti);
-    if (fail_deletes_) {
-      std::thread([done] { done(ZkCode::kConnectionLoss, ZkCode::kConnectionLoss); }).detach();
-      return;
-    }
-    real_->DeleteMarked(path, mark_path, mark_data, check_path, std::move(done));
+    real_->Multi(std::move(ops), std::move(done));
   }
   uint64_t GetData(const std::string& path, Watcher w, DataCallback done) override {
     CountCall(ZkOp::kGetData);
@@ -616,6 +611,48 @@ TEST_F(FaultsTest, ACutOffSessionDoesNotHoldUpGrantsOnAnotherSession) {
   EXPECT_EQ(next->type(), AcquireEvent::RESUMED) << next->ShortDebugString();
   cut.SendRelease();
   EXPECT_TRUE(cut.Await(AcquireEvent::RELEASED));
+}
+
+// Issue 20 (shape): the seam's generic multi against a real ZooKeeper: all
+// or nothing, one code per operation (the failing one's error, kOk before
+// it, kOther after it).
+TEST_F(FaultsTest, MultiAppliesAllOrNothingWithACodePerOperation) {
+  UseServer(SharedZkServer().ConnectString());
+  ASSERT_EQ(zk_->Create(root_, "", CreateMode::kPersistent), ZkCode::kOk);
+  for (const char* n : {"/a", "/b", "/c", "/m"}) {
+    ASSERT_EQ(zk_->Create(root_ + n, "", CreateMode::kPersistent), ZkCode::kOk);
+  }
+  auto run = [&](std::vector<ZkMultiOp> ops) {
+    auto p = std::make_shared<std::promise<std::vector<ZkCode>>>();
+    auto f = p->get_future();
+    zk_->session().Multi(std::move(ops),
+                         [p](const std::vector<ZkCode>& codes) { p->set_value(codes); });
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    return f.get();
+  };
+  using V = std::vector<ZkCode>;
+  // A check that fails: nothing applied.
+  EXPECT_EQ(run({ZkMultiOp::Delete(root_ + "/a"), ZkMultiOp::Check(root_ + "/gone")}),
+            (V{ZkCode::kOk, ZkCode::kNoNode}));
+  EXPECT_TRUE(zk_->Exists(root_ + "/a").ok());
+  // A set that fails first: the delete after it is not reached.
+  EXPECT_EQ(run({ZkMultiOp::SetData(root_ + "/gone", "x"), ZkMultiOp::Delete(root_ + "/a")}),
+            (V{ZkCode::kNoNode, ZkCode::kOther}));
+  EXPECT_TRUE(zk_->Exists(root_ + "/a").ok());
+  // Applied: the mark is set, the node deleted, the check passed.
+  EXPECT_EQ(run({ZkMultiOp::SetData(root_ + "/m", "mark"), ZkMultiOp::Delete(root_ + "/a"),
+                 ZkMultiOp::Check(root_ + "/b")}),
+            (V{ZkCode::kOk, ZkCode::kOk, ZkCode::kOk}));
+  EXPECT_FALSE(zk_->Exists(root_ + "/a").ok());
+  auto m = zk_->Exists(root_ + "/m");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->version, 1);
+  // A delete of a node already gone.
+  EXPECT_EQ(run({ZkMultiOp::Delete(root_ + "/a"), ZkMultiOp::Check(root_ + "/b")}),
+            (V{ZkCode::kNoNode, ZkCode::kOther}));
+  // A version that does not match.
+  EXPECT_EQ(run({ZkMultiOp::Delete(root_ + "/c", 7)}), (V{ZkCode::kBadVersion}));
+  EXPECT_TRUE(zk_->Exists(root_ + "/c").ok());
 }
 
 // SPEC §8: the create's reply can arrive after the caller gave up.
