@@ -23,6 +23,7 @@
 #ifndef TURNSTILE_SERVER_ASYNC_RPC_H_
 #define TURNSTILE_SERVER_ASYNC_RPC_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -216,9 +217,10 @@ class BidiCall {
   Tag done_tag_ = MakeTag<BidiCall, &BidiCall::Done>(this);
 };
 
-// A unary call: the request is read before OnStart; Finish (from any
-// thread) sends the response and status, and the object goes once they
-// went out.
+// A unary call: the request is read before the handler runs; Finish (from
+// any thread) sends the response and status. The object goes once the
+// finish tag came back AND Finish has returned: the tag may be completed on
+// the queue's thread while another thread is still inside Finish.
 template <typename Req, typename Resp>
 class UnaryCall {
  public:
@@ -243,6 +245,7 @@ class UnaryCall {
     } else {
       responder_.FinishWithError(s, &finish_tag_);
     }
+    Unref();
   }
 
  private:
@@ -256,7 +259,10 @@ class UnaryCall {
     Await(request_, cq_, handler_);  // the next call of this method
     handler_(this);
   }
-  void Finished(bool) { delete this; }
+  void Finished(bool) { Unref(); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
 
   const Request request_;
   grpc::ServerCompletionQueue* const cq_;
@@ -265,6 +271,7 @@ class UnaryCall {
   Req req_;
   Resp resp_;
   Responder responder_{&ctx_};
+  std::atomic<int> refs_{2};  // Finish returned; its tag came back
   Tag start_tag_ = MakeTag<UnaryCall, &UnaryCall::Started>(this);
   Tag finish_tag_ = MakeTag<UnaryCall, &UnaryCall::Finished>(this);
 };

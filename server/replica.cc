@@ -104,8 +104,8 @@ void ReplicaConfig::Register(FlagSet* f) {
          "jute.maxbuffer)");
   f->Int("zk-sessions", &zk_sessions,
          "ZooKeeper sessions this replica spreads its locks over (1..64; each lock uses one, "
-         "chosen by a hash of its name); raise it to hold more waiters than one session's "
-         "--max-watch-bytes allows");
+         "chosen by a hash of its name), each with its own loop thread; more sessions spread "
+         "the locks' ZooKeeper traffic and each adds a --max-watch-bytes budget");
   f->Duration("max-wait-timeout", &max_wait_timeout, "largest wait_timeout an Acquire may ask for");
   f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");

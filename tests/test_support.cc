@@ -88,6 +88,9 @@ ReplicaConfig TestConfig(const std::string& zk, const std::string& root) {
   c.zk = zk;
   c.zk_root = root;
   c.zk_session_timeout = milliseconds(6000);
+  // One session: the fault tests replace and expire "the" session 0 (the
+  // pool's tests set more).
+  c.zk_sessions = 1;
   c.drain_timeout = milliseconds(3000);
   c.log_level = "error";
   return c;
