@@ -654,8 +654,8 @@ size_t ThreadCount() {
 // where one hold put it, give or take a few of gRPC's shared threads. The
 // replicas run in this process too; their streams cost no thread either.
 TEST_F(ClientLibTest, HoldsCostNoThreads) {
-  // gRPC's callback threads and the Client's own thread start with the first
-  // hold, once per process and per Client: counted before the 50.
+  // gRPC's threads and the library's own thread start with the first hold,
+  // once per process: counted before the 50.
   {
     auto first = c1_->Acquire("threads-first", Opts(milliseconds(5000), "threads", milliseconds(1000)));
     ASSERT_TRUE(first.ok()) << first.status();
@@ -698,6 +698,39 @@ TEST_F(ClientLibTest, HoldsCostNoThreads) {
     EXPECT_EQ(Contenders(absl::StrCat("threads-", i)), 0u) << i;
   }
   EXPECT_LE(ThreadCount(), before + 4);
+}
+
+// The library runs its streams on its own thread's completion queue, never
+// on gRPC's callback API, whose reactors bring two "nexting_thread" threads
+// into the process that hand the poller to each other on every event. The
+// replicas in this process bring their own threads, so a client process of
+// its own (tests/client_threads_child.cc) takes 20 holds through two
+// Clients, half of them TTL leases renewed over KeepAlive, and lists its
+// threads while they are held. One library thread polls for both Clients
+// (more pollers would hand gRPC's poller to each other on every event).
+TEST_F(ClientLibTest, ClientProcessHasNoCallbackThreads) {
+  auto child = ChildProcess::Spawn({TestBinary("client_threads_child"), r1_->address(), "cq", "20"});
+  ASSERT_TRUE(child);
+  std::vector<std::string> threads;
+  std::optional<std::string> line;
+  const steady_clock::time_point deadline = steady_clock::now() + milliseconds(30000);
+  while ((line = child->ReadLine(std::chrono::duration_cast<milliseconds>(
+              std::max(deadline - steady_clock::now(), steady_clock::duration::zero()))))) {
+    ASSERT_NE(line->rfind("ERROR", 0), 0u) << *line;
+    if (line->rfind("THREAD ", 0) == 0) threads.push_back(line->substr(7));
+    if (*line == "RELEASED") break;
+  }
+  ASSERT_TRUE(line) << "the child did not release its holds in time";
+  EXPECT_EQ(child->Wait(milliseconds(10000)), std::optional<int>(0));
+  RecordProperty("child_threads", static_cast<int>(threads.size()));
+  std::printf("client process: %zu threads:", threads.size());
+  for (const auto& t : threads) std::printf(" %s", t.c_str());
+  std::printf("\n");
+  EXPECT_EQ(std::count(threads.begin(), threads.end(), "nexting_thread"), 0)
+      << "gRPC's callback threads run in a process that only uses the client library";
+  EXPECT_EQ(std::count(threads.begin(), threads.end(), "turnstile-cq"), 1)
+      << "not one library thread (which polls every Client's streams)";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Contenders(absl::StrCat("cq-", i)), 0u) << i;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Acquire streams for the bench's turnstile side: one callback-API reactor
-// per stream, every event timestamped on one monotonic clock in this
-// process, and a tracker that owns and cancels them. Not a public API.
+// Acquire streams for the bench's turnstile side: one completion-queue call
+// per stream, all polled by one thread (BenchLoop), every event timestamped
+// on one monotonic clock in this process, and a tracker that owns and
+// cancels them. Not a public API.
 #ifndef TURNSTILE_CLIENT_BENCH_ACQUIRE_CALL_H_
 #define TURNSTILE_CLIENT_BENCH_ACQUIRE_CALL_H_
 
@@ -16,6 +17,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "client/bench/bench_internal.h"
+#include "client/lib/async_stream.h"
+#include "client/lib/event_loop.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
 namespace turnstile::bench {
@@ -76,61 +79,62 @@ class CallTracker {
   std::vector<AcquireCall*> finished_;
 };
 
-// One Acquire stream. Hooks run on gRPC callback threads; the event hook of
-// one call is never run concurrently with itself.
-class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, AcquireEvent> {
+// The one thread of this process that polls the completion queue of every
+// turnstile Acquire stream of the bench and runs their hooks (the client
+// library's SharedEventLoop). Kept to the end: a stuck slice leaks its
+// calls, which stay on its queue.
+const std::shared_ptr<client::EventLoop>& BenchLoop();
+
+// One Acquire stream on BenchLoop() (gRPC's completion-queue API: its
+// callback API would put two more threads and a context switch per event
+// into this process, which the bench measures). Hooks run on BenchLoop's
+// thread, one at a time.
+class AcquireCall final : public client::AsyncStream<AcquireRequest, AcquireEvent> {
  public:
   using EventFn = std::function<void(AcquireCall*, const AcquireEvent&, Clock::time_point)>;
   using DoneFn = std::function<void(AcquireCall*, const grpc::Status&, Clock::time_point)>;
 
   AcquireCall(CallTracker* tracker, EventFn on_event, DoneFn on_done)
-      : tracker_(tracker), on_event_(std::move(on_event)), on_done_(std::move(on_done)) {
-    release_req_.mutable_release();
-  }
+      : AsyncStream(BenchLoop()),
+        tracker_(tracker),
+        on_event_(std::move(on_event)),
+        on_done_(std::move(on_done)) {}
 
   // Sends `open` and reads events until the stream ends or `deadline`. With
   // `hold`, the stream stays alive (OnDone waits) until Release() is called,
   // so Release() may be called from any thread.
   void Start(v1::LockService::Stub* stub, const AcquireOpen& open,
              Clock::time_point deadline, bool hold) {
-    *open_req_.mutable_open() = open;
-    ctx_.set_deadline(ToSystem(deadline));
+    AcquireRequest req;
+    *req.mutable_open() = open;
+    context()->set_deadline(ToSystem(deadline));
     started = Clock::now();
     tracker_->Add(this);
-    stub->async()->Acquire(&ctx_, this);
     if (hold) {
       hold_ = true;
       AddHold();
     }
-    StartWrite(&open_req_);
-    StartRead(&event_);
-    StartCall();
+    AsyncStream::Start(
+        [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          return stub->PrepareAsyncAcquire(ctx, cq);
+        },
+        std::move(req));
   }
 
-  // Sends `release` and half-closes, once `open` is written. Call from this
-  // call's own hooks, or (with `hold`) from anywhere, exactly once.
+  // Sends `release` and half-closes (after `open`). Call from this call's
+  // own hooks, or (with `hold`) from anywhere, exactly once.
   void Release() {
-    bool send = false;
-    bool remove_hold = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!release_requested_) {
-        release_requested_ = true;
-        release_requested_at = Clock::now();
-        if (open_written_ && !release_sent_) release_sent_ = send = true;
-      }
-      if (hold_) {
-        hold_ = false;
-        remove_hold = true;
-      }
+    release_requested_at = Clock::now();
+    AcquireRequest req;
+    req.mutable_release();
+    Write(std::move(req), /*last=*/true);
+    if (hold_) {
+      hold_ = false;
+      RemoveHold();
     }
-    if (send) StartWriteLast(&release_req_, grpc::WriteOptions());
-    if (remove_hold) RemoveHold();
   }
 
-  void Cancel() { ctx_.TryCancel(); }
-
-  // Written by this call's read reactions (serialized), read in on_done.
+  // Written by this call's hooks (serialized), read in on_done.
   int client = 0;
   Clock::time_point started{};
   Clock::time_point acquired_at{};
@@ -144,22 +148,9 @@ class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, Acquire
   uint64_t queued_events = 0;
 
  private:
-  void OnWriteDone(bool /*ok*/) override {
-    bool send = false;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!open_written_) {
-        open_written_ = true;
-        if (release_requested_ && !release_sent_) release_sent_ = send = true;
-      }
-    }
-    if (send) StartWriteLast(&release_req_, grpc::WriteOptions());
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream ended; OnDone follows
+  void OnRead(const AcquireEvent& event) override {
     const Clock::time_point t = Clock::now();
-    switch (event_.type()) {
+    switch (event.type()) {
       case AcquireEvent::QUEUED:
         ++queued_events;
         break;
@@ -167,7 +158,7 @@ class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, Acquire
         acquired = true;
         ++acquired_events;
         acquired_at = t;
-        token = event_.acquired().fencing_token();
+        token = event.acquired().fencing_token();
         break;
       case AcquireEvent::RELEASED:
         released = true;
@@ -179,8 +170,7 @@ class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, Acquire
       default:
         break;
     }
-    on_event_(this, event_, t);
-    StartRead(&event_);
+    on_event_(this, event, t);
   }
 
   void OnDone(const grpc::Status& s) override {
@@ -191,15 +181,7 @@ class AcquireCall final : public grpc::ClientBidiReactor<AcquireRequest, Acquire
   CallTracker* const tracker_;
   const EventFn on_event_;
   const DoneFn on_done_;
-  grpc::ClientContext ctx_;
-  AcquireRequest open_req_;
-  AcquireRequest release_req_;
-  AcquireEvent event_;
-  std::mutex mu_;
-  bool hold_ = false;
-  bool open_written_ = false;
-  bool release_requested_ = false;
-  bool release_sent_ = false;
+  bool hold_ = false;  // the thread that calls Release
 };
 
 // Why a stream on `lock` ended without a clean grant and release.

@@ -133,7 +133,7 @@ class BareServerProcess {
   int exit_status_ = -1;
 };
 
-// The streams' shared state. Callbacks run on gRPC threads.
+// The streams' shared state. Callbacks run on the client's one completion-queue thread.
 struct IdleState {
   std::vector<std::unique_ptr<v1::LockService::Stub>> stubs;
   std::mutex mu;

@@ -1,6 +1,6 @@
 // The turnstile side of the bench: Acquire streams over plain gRPC stubs
-// (callback API), many at once, with every event timestamped on one
-// monotonic clock in this process.
+// (completion-queue API, one polling thread), many at once, with every event
+// timestamped on one monotonic clock in this process.
 #include <algorithm>
 #include <condition_variable>
 #include <memory>
@@ -39,6 +39,11 @@ const char* CodeName(grpc::StatusCode code) {
 }
 
 }  // namespace
+
+const std::shared_ptr<client::EventLoop>& BenchLoop() {
+  static const auto* loop = new std::shared_ptr<client::EventLoop>(client::SharedEventLoop());
+  return *loop;
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index) {
   grpc::ChannelArguments args;

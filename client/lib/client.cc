@@ -2,26 +2,32 @@
 //
 // Structure
 //   Client::Impl     the channel and stub, the reentrancy Registry, the
-//                    KeepAliver and the EventLoop (the Client's one thread).
-//   HoldCore         one Acquire stream = one server-side contender: a gRPC
-//                    callback reactor that owns the hold's state and keeps
-//                    itself alive until OnDone. Reentrant handles of one hold
-//                    share one HoldCore.
+//                    KeepAliver and the EventLoop (the process's one
+//                    library thread, shared by every Client).
+//   HoldCore         one Acquire stream = one server-side contender: an
+//                    AsyncStream (completion-queue API) that owns the hold's
+//                    state and keeps itself alive until OnDone. Reentrant
+//                    handles of one hold share one HoldCore.
 //   KeepAliver       renews the Client's TTL leases over one KeepAliveStream
-//                    (a callback reactor) at a time.
+//                    (an AsyncStream) at a time.
 //   Lock::Hold       one handle (one Lock object's share of a HoldCore).
 //
 // Threads
-//   - A hold costs no thread. Stream events arrive on gRPC's callback threads
-//     (shared by the process), which only update state and queue work: they
-//     never wait and never run user code.
-//   - Per Client, one EventLoop thread runs every timer (each hold's
-//     careful-client watchdog, the KeepAlive schedule) and delivers on_change
-//     and on_revoke, never under an internal lock. Notifications of one hold
-//     are queued and delivered in order.
-//   - Acquire waits for the grant on a condition variable (bounded), and calls
-//     on_queued on the caller's thread, so every on_queued call happens before
-//     Acquire returns.
+//   - A hold costs no thread. One EventLoop thread per process (shared by
+//     every Client: more pollers would hand gRPC's poller to each other on
+//     every event, event_loop.h) polls the completion queue of all streams
+//     (async_stream.h): stream events only update state and queue work
+//     there, never wait and never run user code. The same thread runs every
+//     timer (each hold's careful-client watchdog, the KeepAlive schedules)
+//     and delivers on_change and on_revoke, never under an internal lock.
+//     Notifications of one hold are queued and delivered in order. No gRPC
+//     callback API anywhere: it would bring gRPC's two "nexting" threads
+//     into the process, and a context switch between them on every event.
+//   - Acquire opens the stream on the caller's thread, waits for the grant
+//     on a condition variable (bounded), and calls on_queued on the caller's
+//     thread, so every on_queued call happens before Acquire returns.
+//     Release writes on the caller's thread too; other calls (Release and
+//     Revoke by lease id) are blocking unary calls.
 //
 // Release (the last handle of a hold):
 //   - held / suspended: sends `release` and half-closes, waits (at most 10 s)
@@ -39,8 +45,8 @@
 //   Non-last reentrant handles: Release only counts down (OK, no server call)
 //   and that handle's on_change gets kReleased.
 #include "client/lib/client.h"
+#include "client/lib/async_stream.h"
 #include "client/lib/event_loop.h"
-#include "client/lib/stream_writer.h"
 #include "client/lib/tls.h"
 
 #include <algorithm>
@@ -75,8 +81,6 @@ namespace v1 = ::turnstile::v1;
 using Clock = EventLoop::Clock;
 using Callback = std::function<void(const LockStatus&)>;
 using RevokeCallback = std::function<void(const std::string&, const std::string&)>;
-using AcquireReactor = grpc::ClientBidiReactor<v1::AcquireRequest, v1::AcquireEvent>;
-using KeepAliveReactor = grpc::ClientBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>;
 
 // How long Release waits for RELEASED and the end of the stream.
 constexpr Millis kReleaseTimeout{10000};
@@ -154,11 +158,15 @@ class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
 
   void Add(const std::string& lease_id, Millis ttl, std::weak_ptr<HoldCore> core);
   void Remove(const std::string& lease_id);
-  // Stops renewing and cancels the stream. Idempotent.
+  // Stops renewing and cancels the stream. Off the loop's thread, waits
+  // (at most 5 s) until every stream it started has ended and let go of
+  // the loop, so that the loop's last user (the Client being destroyed,
+  // when it is) joins the loop's thread rather than leaving it to end on
+  // its own. Idempotent.
   void Shutdown();
 
-  // From a KeepAliveStream's reactions. `sent`: when the answered request
-  // went out.
+  // From a KeepAliveStream's events (on the loop). `sent`: when the
+  // answered request went out.
   void OnResponse(const v1::KeepAliveResponse& resp, Clock::time_point sent);
   void OnStreamDone(const KeepAliveStream* stream);
 
@@ -170,12 +178,21 @@ class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
     std::weak_ptr<HoldCore> core;
   };
 
+  // Streams started and not yet ended. Not part of the KeepAliver, which
+  // the last of them must not keep (nor, through it, the loop).
+  struct Streams {
+    std::mutex mu;
+    std::condition_variable cv;
+    int live = 0;  // GUARDED_BY(mu)
+  };
+
   // On the EventLoop: sends what is due, re-arms for the next renewal.
   void Renew(uint64_t generation);
   void ArmLocked(Clock::time_point when);
 
   const std::shared_ptr<v1::LockService::Stub> stub_;
   const std::shared_ptr<EventLoop> loop_;
+  const std::shared_ptr<Streams> streams_ = std::make_shared<Streams>();
   std::mutex mu_;
   std::map<std::string, Entry> leases_;     // GUARDED_BY(mu_)
   bool stop_ = false;                       // GUARDED_BY(mu_)
@@ -186,26 +203,26 @@ class KeepAliver : public std::enable_shared_from_this<KeepAliver> {
 // One KeepAlive stream. Keeps itself alive from Start until OnDone; its
 // KeepAliver is reached through a weak_ptr, so a Client gone meanwhile is
 // simply not told.
-class KeepAliveStream final : public KeepAliveReactor,
-                              public std::enable_shared_from_this<KeepAliveStream> {
+class KeepAliveStream final
+    : public AsyncStream<v1::KeepAliveRequest, v1::KeepAliveResponse>,
+      public std::enable_shared_from_this<KeepAliveStream> {
  public:
-  explicit KeepAliveStream(std::weak_ptr<KeepAliver> owner)
-      : owner_(std::move(owner)), writer_(this) {}
+  KeepAliveStream(std::weak_ptr<KeepAliver> owner, std::shared_ptr<EventLoop> loop)
+      : AsyncStream(std::move(loop)), owner_(std::move(owner)) {}
 
-  void Start(v1::LockService::Stub& stub) {
-    self_ = shared_from_this();
-    stub.async()->KeepAlive(&ctx_, this);
-    writer_.Begin();
-    StartRead(&response_);
-    StartCall();
+  // Opens the stream with its first request.
+  void Start(v1::LockService::Stub& stub, v1::KeepAliveRequest first) {
+    NoteSent();
+    AsyncStream::Start(
+        [&stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          return stub.PrepareAsyncKeepAlive(ctx, cq);
+        },
+        std::move(first), shared_from_this());
   }
   // False: the stream ended (or is ending) and sends nothing more.
   bool Send(v1::KeepAliveRequest req) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      sent_.push_back(Clock::now());
-    }
-    return writer_.Write(std::move(req), /*last=*/false);
+    NoteSent();
+    return Write(std::move(req), /*last=*/false);
   }
   // When the oldest request still unanswered went out.
   std::optional<Clock::time_point> OldestUnanswered() const {
@@ -213,14 +230,13 @@ class KeepAliveStream final : public KeepAliveReactor,
     if (sent_.empty()) return std::nullopt;
     return sent_.front();
   }
-  void Cancel() { ctx_.TryCancel(); }
 
  private:
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      writer_.Close();
-      return;
-    }
+  void NoteSent() {
+    std::lock_guard<std::mutex> l(mu_);
+    sent_.push_back(Clock::now());
+  }
+  void OnRead(const v1::KeepAliveResponse& response) override {
     Clock::time_point sent = Clock::now();
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -229,43 +245,36 @@ class KeepAliveStream final : public KeepAliveReactor,
         sent_.pop_front();
       }
     }
-    if (auto owner = owner_.lock()) owner->OnResponse(response_, sent);
-    StartRead(&response_);
+    if (auto owner = owner_.lock()) owner->OnResponse(response, sent);
   }
-  void OnWriteDone(bool ok) override { writer_.OnWriteDone(ok); }
   void OnDone(const grpc::Status&) override {
     if (auto owner = owner_.lock()) owner->OnStreamDone(this);
-    std::shared_ptr<KeepAliveStream> self = std::move(self_);  // may be the last reference
   }
 
   const std::weak_ptr<KeepAliver> owner_;
-  grpc::ClientContext ctx_;
-  StreamWriter<v1::KeepAliveRequest, v1::KeepAliveResponse> writer_;
-  v1::KeepAliveResponse response_;          // the read in flight
-  std::shared_ptr<KeepAliveStream> self_;   // from Start until OnDone
   mutable std::mutex mu_;
   std::deque<Clock::time_point> sent_;      // GUARDED_BY(mu_) send times, unanswered
 };
 
-// One Acquire stream and the state of the hold it represents. A callback
-// reactor: it keeps itself alive from Start until OnDone, whoever else holds
-// it; timers reach it through weak_ptrs, so a finished, released hold is not
-// kept by its watchdog.
-class HoldCore final : public AcquireReactor, public std::enable_shared_from_this<HoldCore> {
+// One Acquire stream and the state of the hold it represents. It keeps
+// itself alive from Start until OnDone, whoever else holds it; timers reach
+// it through weak_ptrs, so a finished, released hold is not kept by its
+// watchdog.
+class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
+                       public std::enable_shared_from_this<HoldCore> {
  public:
   HoldCore(std::shared_ptr<v1::LockService::Stub> stub, std::shared_ptr<EventLoop> loop,
            std::shared_ptr<KeepAliver> ka, std::shared_ptr<Registry> registry, std::string name,
            std::string registry_key, Millis ttl, Callback first_on_change,
            RevokeCallback on_revoke = nullptr)
-      : stub_(std::move(stub)),
-        loop_(std::move(loop)),
+      : AsyncStream(std::move(loop)),
+        stub_(std::move(stub)),
         ka_(std::move(ka)),
         registry_(std::move(registry)),
         name_(std::move(name)),
         registry_key_(std::move(registry_key)),
         ttl_(ttl),
-        on_revoke_(std::move(on_revoke)),
-        writer_(this) {
+        on_revoke_(std::move(on_revoke)) {
     live_handles_ = 1;  // handle 0, returned by Acquire
     next_handle_id_ = 1;
     if (first_on_change) subscribers_[0] = std::move(first_on_change);
@@ -277,12 +286,11 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
                      const std::function<void(int64_t)>& on_queued) {
     v1::AcquireRequest req;
     *req.mutable_open() = open;
-    self_ = shared_from_this();
-    stub_->async()->Acquire(&ctx_, this);
-    writer_.Begin();
-    writer_.Write(std::move(req), /*last=*/false);  // goes out with StartCall
-    StartRead(&event_);
-    StartCall();
+    AsyncStream::Start(
+        [this](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          return stub_->PrepareAsyncAcquire(ctx, cq);
+        },
+        std::move(req), shared_from_this());
 
     std::unique_lock<std::mutex> l(mu_);
     Millis wait = std::max(Millis(0), std::min(wait_timeout, kMaxWaitForDeadline));
@@ -307,7 +315,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
     }
     if (timed_out) {
       l.unlock();
-      ctx_.TryCancel();
+      Cancel();
       return absl::DeadlineExceededError(
           "turnstile client: no answer from the server within wait_timeout + " +
           std::to_string(kAcquireSlack.count()) + "ms; the wait was cancelled");
@@ -340,7 +348,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
   absl::Status ReleaseHandle(int id, LockStatus* final) {
     // On the EventLoop thread nothing may wait: what Release waits for (the
     // delivery of RELEASED, the timers) runs on that very thread.
-    const bool may_wait = !loop_->InLoopThread();
+    const bool may_wait = !loop()->InLoopThread();
     std::unique_lock<std::mutex> l(mu_);
     --live_handles_;
     if (live_handles_ > 0) {
@@ -375,7 +383,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
       v1::AcquireRequest req;
       req.mutable_release();
       // Refused only once the reads ended: the end is then on its way.
-      writer_.Write(std::move(req), /*last=*/true);
+      Write(std::move(req), /*last=*/true);
       l.lock();
       if (may_wait) {
         if (!cv_.wait_for(l, kReleaseTimeout, [&] { return ended_; })) {
@@ -388,13 +396,13 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
         }
       } else {
         // Not waited for, still bounded.
-        loop_->RunAt(Clock::now() + kReleaseTimeout, [weak = weak_from_this()] {
-          if (auto self = weak.lock()) self->ctx_.TryCancel();
+        loop()->RunAt(Clock::now() + kReleaseTimeout, [weak = weak_from_this()] {
+          if (auto self = weak.lock()) self->Cancel();
         });
       }
     }
     l.unlock();
-    if (cancel) ctx_.TryCancel();
+    if (cancel) Cancel();
     l.lock();
     if (may_wait) AwaitDeliveredLocked(l);
     if (phase_ == Phase::kLost) {
@@ -445,21 +453,10 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
  private:
   enum class Phase { kWaiting, kHeld, kSuspended, kLost, kReleased, kFailed };
 
-  // ---- Reactions (gRPC's callback threads: no waiting, no user code) ----
+  // ---- The stream's events (on the EventLoop: no waiting, no user code) ----
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      writer_.Close();  // OnDone follows, with the status
-      return;
-    }
-    OnEvent(event_);
-    StartRead(&event_);
-  }
-  void OnWriteDone(bool ok) override { writer_.OnWriteDone(ok); }
-  void OnDone(const grpc::Status& st) override {
-    OnEnd(st);
-    std::shared_ptr<HoldCore> self = std::move(self_);  // may be the last reference
-  }
+  void OnRead(const v1::AcquireEvent& ev) override { OnEvent(ev); }
+  void OnDone(const grpc::Status& st) override { OnEnd(st); }
 
   void OnEvent(const v1::AcquireEvent& ev) {
     std::lock_guard<std::mutex> l(mu_);
@@ -604,7 +601,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
     const Clock::time_point due = phase_ == Phase::kHeld ? refresh_due_ : suspend_deadline_;
     const uint64_t generation = watchdog_.Arm(due);
     if (generation == 0) return;
-    loop_->RunAt(due, [weak = weak_from_this(), generation] {
+    loop()->RunAt(due, [weak = weak_from_this(), generation] {
       if (auto self = weak.lock()) self->OnWatchdog(generation);
     });
   }
@@ -630,7 +627,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
                            "connection came back";
       NotifyLocked();
       l.unlock();
-      ctx_.TryCancel();  // a live replica deletes the node
+      Cancel();  // a live replica deletes the node
       return;
     }
     ArmWatchdogLocked();
@@ -679,7 +676,7 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
     notes_.push_back(std::move(note));
     if (delivery_posted_) return;
     delivery_posted_ = true;
-    loop_->Post([self = shared_from_this()] { self->Deliver(); });
+    loop()->Post([self = shared_from_this()] { self->Deliver(); });
   }
   void Deliver() {
     std::unique_lock<std::mutex> l(mu_);
@@ -702,18 +699,12 @@ class HoldCore final : public AcquireReactor, public std::enable_shared_from_thi
   }
 
   const std::shared_ptr<v1::LockService::Stub> stub_;
-  const std::shared_ptr<EventLoop> loop_;
   const std::shared_ptr<KeepAliver> ka_;
   const std::shared_ptr<Registry> registry_;
   const std::string name_;
   const std::string registry_key_;  // empty unless reentrant
   const Millis ttl_;
   const RevokeCallback on_revoke_;
-
-  grpc::ClientContext ctx_;
-  StreamWriter<v1::AcquireRequest, v1::AcquireEvent> writer_;
-  v1::AcquireEvent event_;              // the read in flight
-  std::shared_ptr<HoldCore> self_;      // from Start until OnDone
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -768,6 +759,10 @@ void KeepAliver::Shutdown() {
     stream = std::move(stream_);
   }
   if (stream) stream->Cancel();
+  stream.reset();
+  if (loop_->InLoopThread()) return;
+  std::unique_lock<std::mutex> l(streams_->mu);
+  streams_->cv.wait_for(l, Millis(5000), [&] { return streams_->live == 0; });
 }
 
 void KeepAliver::ArmLocked(Clock::time_point when) {
@@ -811,8 +806,14 @@ void KeepAliver::Renew(uint64_t generation) {
     ArmLocked(next);
     if (requests.empty()) return;
     if (!stream_) {
-      stream_ = std::make_shared<KeepAliveStream>(weak_from_this());
-      stream_->Start(*stub_);
+      {
+        std::lock_guard<std::mutex> count(streams_->mu);
+        ++streams_->live;
+      }
+      // A new stream opens with the first request.
+      stream_ = std::make_shared<KeepAliveStream>(weak_from_this(), loop_);
+      stream_->Start(*stub_, std::move(requests.front()));
+      requests.erase(requests.begin());
     }
     stream = stream_;
   }
@@ -862,8 +863,17 @@ void KeepAliver::OnResponse(const v1::KeepAliveResponse& resp, Clock::time_point
 
 void KeepAliver::OnStreamDone(const KeepAliveStream* stream) {
   std::shared_ptr<KeepAliveStream> dropped;  // released after the lock
-  std::lock_guard<std::mutex> l(mu_);
-  if (stream_.get() == stream) dropped = std::move(stream_);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stream_.get() == stream) dropped = std::move(stream_);
+  }
+  // Counted as ended once its OnDone returned and it let go of the loop: a
+  // task posted now runs after that (the loop runs one thing at a time).
+  loop_->Post([streams = streams_] {
+    std::lock_guard<std::mutex> l(streams->mu);
+    --streams->live;
+    streams->cv.notify_all();
+  });
 }
 
 }  // namespace
@@ -894,7 +904,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   impl->options = options;
   impl->stub = std::shared_ptr<v1::LockService::Stub>(
       v1::LockService::NewStub(grpc::CreateCustomChannel(options.target, *creds, args)));
-  impl->loop = std::make_shared<EventLoop>();
+  impl->loop = SharedEventLoop();
   impl->keepaliver = std::make_shared<KeepAliver>(impl->stub, impl->loop);
   impl->registry = std::make_shared<Registry>();
   return std::unique_ptr<Client>(new Client(std::move(impl)));

@@ -25,16 +25,20 @@
 // kLost. Called from inside on_change or on_revoke it does not wait.
 //
 // Thread-safety: Client is thread-safe. A Lock may be used from one thread at
-// a time. A hold costs no thread: a Client runs one library thread of its
-// own (started with its first hold) for the timers, the KeepAlive renewals
-// and the callbacks of all its Locks, beside gRPC's callback threads, which
-// the process shares. on_change and on_revoke run on that library thread,
-// never under an internal lock, and must not block: a blocked callback
-// delays the callbacks and the overdue-refresh checks of the Client's other
-// Locks. on_queued runs on the thread calling Acquire, before Acquire returns.
+// a time. A hold costs no thread: the library runs one thread per process
+// (started with the first hold, shared by every Client, ended when the last
+// Client and Lock are gone) that polls the gRPC completion queue of all
+// streams and runs the timers, the KeepAlive renewals and the callbacks of
+// all Locks. The library uses no gRPC callback API, so it brings none of
+// gRPC's callback ("nexting") threads into the process; gRPC's own timer
+// and executor threads remain. on_change and on_revoke run on that library
+// thread, never under an internal lock, and must not block: a blocked
+// callback delays the stream events, the callbacks and the overdue-refresh
+// checks of every other Lock of the process. on_queued runs on the thread
+// calling Acquire, before Acquire returns.
 // TTL leases are renewed by the Client: destroy Locks before their Client
-// (a Lock that outlives it still works and keeps the library thread until
-// it is released, but its lease is no longer renewed).
+// (a Lock that outlives it still works, but its lease is no longer
+// renewed).
 #ifndef TURNSTILE_CLIENT_LIB_CLIENT_H_
 #define TURNSTILE_CLIENT_LIB_CLIENT_H_
 

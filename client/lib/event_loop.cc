@@ -1,67 +1,144 @@
 #include "client/lib/event_loop.h"
 
-#include <condition_variable>
+#include <pthread.h>
+
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include <grpc/support/time.h>
+#include <grpcpp/alarm.h>
+#include <grpcpp/completion_queue.h>
 
 namespace turnstile::client {
 
 // Shared by the EventLoop and its thread, so a thread left detached by a
 // destructor running on it still has what it reads on its way out.
 struct EventLoop::State {
+  explicit State(std::string thread_name) : name(std::move(thread_name)) {}
+
+  const std::string name;
+  grpc::CompletionQueue cq;
+  grpc::Alarm alarm;  // wakes the loop; at most one pending (alarm_pending)
+  Tag alarm_tag{[](void* self, bool) { static_cast<State*>(self)->AlarmDone(); }, this};
+
   std::mutex mu;
-  std::condition_variable cv;
   // Equal deadlines keep their insertion order (multimap inserts at the end
   // of an equal range): posted tasks run in the order posted.
   std::multimap<Clock::time_point, std::function<void()>> tasks;  // GUARDED_BY(mu)
   bool stop = false;                                               // GUARDED_BY(mu)
+  bool started = false;                                            // GUARDED_BY(mu)
   std::thread thread;                                              // GUARDED_BY(mu)
   std::thread::id thread_id;                                       // GUARDED_BY(mu)
+  // In AsyncNext (or about to be), until `sleep_until` at the latest.
+  bool sleeping = false;            // GUARDED_BY(mu)
+  Clock::time_point sleep_until;    // GUARDED_BY(mu)
+  bool alarm_pending = false;       // GUARDED_BY(mu)
+
+  void StartLocked(std::shared_ptr<State> self) {
+    started = true;
+    thread = std::thread(&State::Run, std::move(self));
+    thread_id = thread.get_id();
+  }
+
+  // The task just queued is due at `when`: makes the loop look again if it
+  // may be asleep until later. The loop's own thread looks before it
+  // sleeps.
+  void WakeLocked(Clock::time_point when) {
+    if (!sleeping || when >= sleep_until || alarm_pending) return;
+    if (std::this_thread::get_id() == thread_id) return;
+    alarm_pending = true;
+    // Already due: the alarm completes on the queue within this call.
+    alarm.Set(&cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), &alarm_tag);
+  }
+  void AlarmDone() {
+    std::lock_guard<std::mutex> l(mu);
+    alarm_pending = false;
+  }
 
   static void Run(std::shared_ptr<State> self) {
     State& s = *self;
+    pthread_setname_np(pthread_self(), s.name.substr(0, 15).c_str());
     std::unique_lock<std::mutex> l(s.mu);
-    while (!s.stop) {
-      if (s.tasks.empty()) {
-        s.cv.wait(l);
-        continue;
+    for (;;) {
+      // Awake. (A task queued between AsyncNext's return and here may set
+      // the alarm for nothing: one spurious turn, never a missed one.)
+      s.sleeping = false;
+      // Due tasks, in deadline order (posted ones first).
+      bool have_now = false;
+      Clock::time_point now;
+      while (!s.stop && !s.tasks.empty()) {
+        auto first = s.tasks.begin();
+        if (first->first != Clock::time_point::min()) {
+          if (!have_now) {
+            now = Clock::now();
+            have_now = true;
+          }
+          if (first->first > now) break;
+        }
+        std::function<void()> task = std::move(first->second);
+        s.tasks.erase(first);
+        l.unlock();
+        task();
+        task = nullptr;  // what it holds is released outside the lock
+        l.lock();
+        have_now = false;
       }
-      auto first = s.tasks.begin();
-      // A copy: wait_until reads the deadline again after waking, when the
-      // destructor may have dropped the task that held it.
-      const Clock::time_point due = first->first;
-      if (due > Clock::now()) {
-        s.cv.wait_until(l, due);
-        continue;
+      // Then the queue, until the next timer.
+      gpr_timespec deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+      s.sleep_until = Clock::time_point::max();
+      if (!s.stop && !s.tasks.empty()) {
+        s.sleep_until = s.tasks.begin()->first;
+        const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            s.sleep_until - Clock::now());
+        deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                gpr_time_from_nanos(std::max<int64_t>(0, wait.count()),
+                                                    GPR_TIMESPAN));
       }
-      std::function<void()> task = std::move(first->second);
-      s.tasks.erase(first);
+      s.sleeping = true;
       l.unlock();
-      task();
-      task = nullptr;  // what it holds is released outside the lock
+      void* tag = nullptr;
+      bool ok = false;
+      const grpc::CompletionQueue::NextStatus status = s.cq.AsyncNext(&tag, &ok, deadline);
+      if (status == grpc::CompletionQueue::SHUTDOWN) return;  // stopped and drained
+      if (status == grpc::CompletionQueue::GOT_EVENT) {
+        Tag* t = static_cast<Tag*>(tag);
+        t->run(t->self, ok);
+      }
       l.lock();
     }
   }
 };
 
-EventLoop::EventLoop() : state_(std::make_shared<State>()) {}
+EventLoop::EventLoop(std::string thread_name)
+    : state_(std::make_shared<State>(std::move(thread_name))) {}
 
 EventLoop::~EventLoop() {
+  State& s = *state_;
   std::multimap<Clock::time_point, std::function<void()>> dropped;
   std::thread thread;
   bool on_loop_thread;
+  bool started;
   {
-    std::lock_guard<std::mutex> l(state_->mu);
-    state_->stop = true;
-    dropped.swap(state_->tasks);
-    thread = std::move(state_->thread);
-    on_loop_thread = state_->thread_id == std::this_thread::get_id();
+    std::lock_guard<std::mutex> l(s.mu);
+    s.stop = true;
+    dropped.swap(s.tasks);
+    thread = std::move(s.thread);
+    on_loop_thread = s.thread_id == std::this_thread::get_id();
+    started = s.started;
   }
-  state_->cv.notify_all();
   dropped.clear();
-  if (!thread.joinable()) return;
+  // No alarm is set from now on; the thread drains what is left and ends.
+  s.cq.Shutdown();
+  if (!started) {
+    void* tag = nullptr;
+    bool ok = false;
+    while (s.cq.Next(&tag, &ok)) {
+    }
+    return;
+  }
   if (on_loop_thread) {
     thread.detach();
   } else {
@@ -70,17 +147,15 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::RunAt(Clock::time_point when, std::function<void()> task) {
-  std::lock_guard<std::mutex> l(state_->mu);
-  if (state_->stop) return;
-  const bool earliest = state_->tasks.empty() || when < state_->tasks.begin()->first;
-  state_->tasks.emplace(when, std::move(task));
-  if (!state_->thread.joinable()) {
-    state_->thread = std::thread(&State::Run, state_);
-    state_->thread_id = state_->thread.get_id();
+  State& s = *state_;
+  std::lock_guard<std::mutex> l(s.mu);
+  if (s.stop) return;
+  s.tasks.emplace(when, std::move(task));
+  if (!s.started) {
+    s.StartLocked(state_);
     return;
   }
-  // A later deadline is found by the wait already under way.
-  if (earliest) state_->cv.notify_one();
+  s.WakeLocked(when);
 }
 
 void EventLoop::Post(std::function<void()> task) { RunAt(Clock::time_point::min(), std::move(task)); }
@@ -88,6 +163,25 @@ void EventLoop::Post(std::function<void()> task) { RunAt(Clock::time_point::min(
 bool EventLoop::InLoopThread() const {
   std::lock_guard<std::mutex> l(state_->mu);
   return state_->thread_id == std::this_thread::get_id();
+}
+
+std::shared_ptr<EventLoop> SharedEventLoop() {
+  static std::mutex* mu = new std::mutex;
+  static std::weak_ptr<EventLoop>* shared = new std::weak_ptr<EventLoop>;
+  std::lock_guard<std::mutex> l(*mu);
+  std::shared_ptr<EventLoop> loop = shared->lock();
+  if (!loop) {
+    loop = std::make_shared<EventLoop>("turnstile-cq");
+    *shared = loop;
+  }
+  return loop;
+}
+
+grpc::CompletionQueue* EventLoop::cq() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> l(s.mu);
+  if (!s.started && !s.stop) s.StartLocked(state_);
+  return &s.cq;
 }
 
 }  // namespace turnstile::client
