@@ -6,7 +6,8 @@
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
 //   turnstile [global flags] health [SERVICE]
-//   turnstile bench [bench flags]
+//   turnstile bench [bench flags]   (runs turnstile-bench: the CLI itself links
+//                                    neither the engine nor the ZooKeeper client)
 //
 // Exit codes: 0 success (run: the command's own code, 128+N if it died of
 // signal N); 1 error talking to the server; 2 usage; 75 not acquired (lock
@@ -34,7 +35,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "client/bench/bench.h"
 #include "client/json_quote.h"
 #include "client/lib/client.h"
 #include "client/lib/tls.h"
@@ -604,6 +604,35 @@ int CmdHealth(const Globals& g, const std::vector<std::string>& args) {
   return resp.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : kExitError;
 }
 
+// `turnstile bench ARGS`: execs turnstile-bench with ARGS, found next to
+// this program (an install: both in bin/), in bench/ beside it (the build
+// tree), or on PATH. Returns only if it could not be started.
+int ExecBench(const StopSignals& stop, int argc, char** argv) {
+  std::vector<std::string> candidates;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    candidates.push_back(dir + "turnstile-bench");
+    candidates.push_back(dir + "bench/turnstile-bench");
+  }
+  std::vector<char*> args;
+  std::string name = "turnstile-bench";
+  args.push_back(name.data());
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  // The bench handles its own signals: give it the mask this process had.
+  pthread_sigmask(SIG_UNBLOCK, &stop.set(), nullptr);
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), X_OK) == 0) execv(path.c_str(), args.data());
+  }
+  execvp(name.c_str(), args.data());
+  std::fprintf(stderr, "turnstile bench: cannot run turnstile-bench (%s): install it next to "
+               "turnstile or on PATH\n", std::strerror(errno));
+  return kExitError;
+}
+
 const char* kUsage =
     "Usage: turnstile [global flags] COMMAND [args]\n\n"
     "Commands:\n"
@@ -652,7 +681,7 @@ int main(int argc, char** argv) {
   char** sub_argv = argv + cmd_index;  // sub_argv[0] is the command word
   if (cmd == "acquire") return CmdAcquire(g, stop, sub_argc, sub_argv);
   if (cmd == "run") return CmdRun(g, stop, sub_argc, sub_argv);
-  if (cmd == "bench") return turnstile::bench::RunBench(sub_argc - 1, sub_argv + 1);
+  if (cmd == "bench") return ExecBench(stop, sub_argc, sub_argv);
   FlagSet none(std::string("turnstile ") + cmd);
   bool sub_help = false;
   auto rest = none.Parse(sub_argc, sub_argv, &sub_help);

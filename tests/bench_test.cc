@@ -311,6 +311,21 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
   ExpectCycleWorkload(by_workload["w3"], "w3", "cycles_per_s");
   EXPECT_EQ(by_workload["w3"]["clients"].number, 32);
   EXPECT_EQ(by_workload["w3"]["locks"].number, 32);
+  // And gRPC alone (turnstile-bare-server --grant, found next to the bench):
+  // the same cycles with no lock behind them, and what each costs its
+  // server and client, so that the tables show which part of turnstile's
+  // cost is gRPC's own.
+  for (const char* w : {"w1", "w3"}) {
+    const JsonValue& g = by_workload[w]["grpc_alone"];
+    ASSERT_EQ(g.kind, JsonValue::kObject) << w << "\n" << output;
+    const std::string where = std::string(w) + ".grpc_alone";
+    ExpectPositive(g, where, "cycles");
+    ExpectPositive(g, where, w == std::string("w1") ? "ops_per_s" : "cycles_per_s");
+    EXPECT_EQ(g["errors"].number, 0) << where;
+    ExpectPositive(g["usage"], where, "server_cpu_ms_per_cycle");
+    ExpectPositive(g["usage"], where, "client_cpu_ms_per_cycle");
+  }
+  EXPECT_NE(output.find("gRPC alone: server"), std::string::npos) << output;
 
   // W2: throughput and handoffs. RELEASED -> next ACQUIRED is clamped at 0
   // (the next holder may hear first), so it may be 0; the rest is positive.

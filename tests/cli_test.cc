@@ -251,6 +251,28 @@ TEST_F(CliTest, EverySubcommandHasHelp) {
   EXPECT_NE(std::system((std::string(CLI_PATH) + " nonsense 2> /dev/null").c_str()), 0);
 }
 
+// The CLI is a client: it links neither the engine nor the ZooKeeper
+// client (issue 20), and `turnstile bench` runs the separate turnstile-bench.
+TEST_F(CliTest, TheCliLinksNoEngineAndBenchRunsTheBenchProgram) {
+  const std::string binary = ReadFile(CLI_PATH);
+  ASSERT_GT(binary.size(), 100000u);
+  // Names the ZooKeeper C client's and the engine's code would bring in
+  // (the symbol table is kept: the build does not strip).
+  for (const char* symbol : {"zookeeper_init", "zoo_acreate", "LockEngine"}) {
+    EXPECT_EQ(binary.find(symbol), std::string::npos) << symbol;
+  }
+  EXPECT_NE(binary.find("AcquireRequest"), std::string::npos);  // the check can see symbols
+
+  const std::string out = dir_ + "/bench-help.txt";
+  ASSERT_EQ(std::system((std::string(CLI_PATH) + " bench --help > " + out).c_str()), 0);
+  EXPECT_NE(ReadFile(out).find("usage: turnstile bench"), std::string::npos) << ReadFile(out);
+  // The bench's own flag checking answers, with its usage exit code.
+  const int status = std::system((std::string(CLI_PATH) + " bench --no-such-flag 2> " + out).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(ReadFile(out).find("unknown flag --no-such-flag"), std::string::npos) << ReadFile(out);
+}
+
 // `health` (the container HEALTHCHECK): exit 0 and SERVING from a live
 // replica; exit 1 and NOT_SERVING from a replica whose ZooKeeper is
 // unreachable; exit 1 when nothing listens.

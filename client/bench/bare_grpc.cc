@@ -38,15 +38,17 @@ class BareServerProcess {
     if (out_ >= 0) close(out_);
   }
 
-  // Starts `path` and waits for its "listening on PORT" line.
-  bool Start(const std::string& path, std::string* error) {
+  // Starts `path` (with --grant if `grant`) and waits for its "listening on
+  // PORT" line.
+  bool Start(const std::string& path, std::string* error, bool grant = false) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
       *error = "pipe: " + std::string(std::strerror(errno));
       return false;
     }
     // Prepared before fork: the child may only make async-signal-safe calls.
-    const char* argv[] = {path.c_str(), "--listen", "127.0.0.1:0", nullptr};
+    const char* argv[] = {path.c_str(), "--listen", "127.0.0.1:0", grant ? "--grant" : nullptr,
+                          nullptr};
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
@@ -223,6 +225,38 @@ BareGrpcResult MeasureBareGrpc(const BenchOptions& o, const std::vector<IdleStre
               " on SIGTERM";
   }
   return r;
+}
+
+struct BareCycles::State {
+  BareServerProcess server;
+  BenchOptions options;  // o, aimed at the bare server
+  std::unique_ptr<TurnstileCycles> cycles;
+};
+
+BareCycles::BareCycles() : state_(std::make_unique<State>()) {}
+
+BareCycles::~BareCycles() {
+  state_->cycles.reset();  // its channels close before the server stops
+}
+
+bool BareCycles::Start(const BenchOptions& o, const std::vector<std::string>& names,
+                       std::string* error) {
+  if (!state_->server.Start(o.bare_server, error, /*grant=*/true)) return false;
+  state_->options = o;
+  state_->options.server = "127.0.0.1:" + std::to_string(state_->server.port());
+  state_->options.server_pid = state_->server.started_pid();
+  state_->options.zk_pid = 0;  // no ZooKeeper on this side
+  state_->cycles = std::make_unique<TurnstileCycles>(state_->options, names);
+  if (!state_->cycles->Connect(error)) {
+    *error = "turnstile-bare-server: " + *error;
+    return false;
+  }
+  return true;
+}
+
+CycleSamples BareCycles::Run(Millis duration, SideUsage* usage) {
+  UsageMeter meter(state_->options);
+  return meter.Measure(usage, true, [&] { return state_->cycles->Run(duration); });
 }
 
 }  // namespace turnstile::bench

@@ -4,6 +4,8 @@
 #ifndef TURNSTILE_CLIENT_BENCH_BARE_GRPC_H_
 #define TURNSTILE_CLIENT_BENCH_BARE_GRPC_H_
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "client/bench/bench_internal.h"
@@ -25,6 +27,32 @@ struct IdleStream {
 // SIGKILL after 10 s). Bounded in time; the server is gone when it returns.
 // REQUIRES: !o.bare_server.empty().
 BareGrpcResult MeasureBareGrpc(const BenchOptions& o, const std::vector<IdleStream>& streams);
+
+// W1's and W3's gRPC baseline (issue 20): the same acquire+release cycles,
+// through the same client code (TurnstileCycles), against
+// turnstile-bare-server --grant, which answers each open with ACQUIRED and
+// each release with RELEASED and holds no lock: what a cycle costs gRPC
+// alone, in the server and in the client. Started by Start, measured slice
+// by slice (interleaved with the other sides by the caller), stopped by the
+// destructor.
+class BareCycles {
+ public:
+  BareCycles();
+  ~BareCycles();
+  BareCycles(const BareCycles&) = delete;
+  BareCycles& operator=(const BareCycles&) = delete;
+
+  // Starts o.bare_server --grant and connects one channel per name.
+  // REQUIRES: !o.bare_server.empty().
+  bool Start(const BenchOptions& o, const std::vector<std::string>& names, std::string* error);
+  // One slice; the server's and this process's CPU and switches over it are
+  // added to `usage` (usage->server: the bare server).
+  CycleSamples Run(Millis duration, SideUsage* usage);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace turnstile::bench
 

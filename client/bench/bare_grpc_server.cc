@@ -6,7 +6,14 @@
 // with one pending Read until the client half-closes or goes away; then it
 // is finished. The other methods are not served.
 //
-//   turnstile-bare-server [--listen 127.0.0.1:0]
+// With --grant it is instead W1's and W3's gRPC baseline: each stream's open
+// request is answered at once with ACQUIRED (a fencing token counted per
+// server), a `release` message with RELEASED, and the stream is then
+// finished with OK: an acquire+release cycle as the bench's clients run it,
+// with no lock behind it. What it costs per cycle is gRPC's part of what
+// turnstiled costs.
+//
+//   turnstile-bare-server [--listen 127.0.0.1:0] [--grant]
 //
 // Prints "listening on PORT" on stdout once it serves. SIGTERM or SIGINT
 // stops it: open streams are cancelled (after at most 1 s), exit status 0.
@@ -42,7 +49,9 @@ struct Shared {
   std::unique_ptr<grpc::ServerCompletionQueue> cq;
   std::mutex mu;
   bool cq_shut_down = false;  // GUARDED_BY(mu)
-  AcquireEvent queued;        // the one event every stream gets
+  AcquireEvent queued;        // the one event every stream gets (idle mode)
+  bool grant = false;         // --grant: ACQUIRED at once, RELEASED on release
+  uint64_t next_token = 1;    // GUARDED_BY(mu)
 };
 
 // One Acquire stream, from its accept to its end; deletes itself once no op
@@ -80,18 +89,40 @@ class AcquireStream {
       case Tag::kRead:
         if (!ok) {  // half-closed, cancelled or broken: end the stream
           read_ended_ = true;
-          if (!writing_) FinishStream();
+          if (!writing_ && !release_pending_ && !finished_) {
+            finished_ = true;
+            FinishStream();
+          }
           break;
         }
-        if (!answered_) {  // the open request: one QUEUED event
+        if (!answered_) {  // the open request: one QUEUED (or ACQUIRED) event
           answered_ = true;
-          writing_ = Start([this] { stream_.Write(shared_->queued, &write_); });
+          if (shared_->grant) {
+            event_.set_type(AcquireEvent::ACQUIRED);
+            event_.mutable_acquired()->set_lease_id("bare");
+            {
+              std::lock_guard<std::mutex> l(shared_->mu);
+              event_.mutable_acquired()->set_fencing_token(shared_->next_token++);
+            }
+            writing_ = Start([this] { stream_.Write(event_, &write_); });
+          } else {
+            writing_ = Start([this] { stream_.Write(shared_->queued, &write_); });
+          }
+        } else if (shared_->grant && request_.has_release() && !released_) {
+          released_ = true;
+          release_pending_ = true;  // RELEASED once the ACQUIRED write is done
+          if (!writing_) WriteReleased();
         }
         Start([this] { stream_.Read(&request_, &read_); });
         break;
       case Tag::kWrite:
         writing_ = false;
-        if (read_ended_) FinishStream();
+        if (release_pending_) {
+          WriteReleased();
+        } else if (read_ended_ && !finished_) {  // the client half-closed after its release
+          finished_ = true;
+          FinishStream();
+        }
         break;
       case Tag::kFinish:
         break;
@@ -112,6 +143,13 @@ class AcquireStream {
     return true;
   }
 
+  void WriteReleased() {
+    release_pending_ = false;
+    event_.Clear();
+    event_.set_type(AcquireEvent::RELEASED);
+    writing_ = Start([this] { stream_.Write(event_, &write_); });
+  }
+
   void FinishStream() {
     Start([this] { stream_.Finish(grpc::Status::OK, &finish_); });
   }
@@ -120,10 +158,14 @@ class AcquireStream {
   grpc::ServerContext ctx_;
   grpc::ServerAsyncReaderWriter<AcquireEvent, AcquireRequest> stream_;
   AcquireRequest request_;
+  AcquireEvent event_;  // --grant: the event being written
   int pending_ = 0;  // ops started and not completed
   bool answered_ = false;
   bool writing_ = false;
   bool read_ended_ = false;
+  bool released_ = false;         // --grant: the release message came
+  bool release_pending_ = false;  // --grant: RELEASED still to be written
+  bool finished_ = false;         // Finish started
   Tag accept_{this, Tag::kAccept};
   Tag read_{this, Tag::kRead};
   Tag write_{this, Tag::kWrite};
@@ -131,7 +173,9 @@ class AcquireStream {
 };
 
 int Usage() {
-  std::fprintf(stderr, "usage: turnstile-bare-server [--listen HOST:PORT]  (default 127.0.0.1:0)\n");
+  std::fprintf(stderr,
+               "usage: turnstile-bare-server [--listen HOST:PORT] [--grant]  (default "
+               "127.0.0.1:0)\n");
   return 2;
 }
 
@@ -139,12 +183,15 @@ int Usage() {
 
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
+  bool grant = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--listen" && i + 1 < argc) {
       listen = argv[++i];
     } else if (arg.rfind("--listen=", 0) == 0) {
       listen = arg.substr(9);
+    } else if (arg == "--grant") {
+      grant = true;
     } else {
       return Usage();
     }
@@ -159,6 +206,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   Shared shared;
+  shared.grant = grant;
   shared.queued.set_type(AcquireEvent::QUEUED);
   shared.queued.mutable_queued()->set_position(1);
   shared.queued.mutable_queued()->set_ahead(1);

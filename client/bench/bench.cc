@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/bench/bare_grpc.h"
 #include "client/bench/bench_internal.h"
 #include "server/flags.h"
 
@@ -431,6 +432,33 @@ void PrintUsage(const SideUsage& t, uint64_t t_cycles, const SideUsage& f, uint6
               Fmt(Ratio(t_zk, f_zk), "%.2f").c_str());
 }
 
+// W1 and W3: what gRPC alone costs per cycle (turnstile-bare-server
+// --grant, the same client code), and what turnstile costs above it, each
+// over the floor's process: the part of turnstile's cost no engine change
+// can remove.
+void PrintGrpcAlone(const CycleResult& b, const SideUsage& bu, const SideUsage& t,
+                    uint64_t t_cycles, const SideUsage& f, uint64_t f_cycles) {
+  auto per = [](const SideUsage::Process& p, uint64_t cycles, bool cpu) {
+    if (!p.known || cycles == 0) return std::nan("");
+    return cpu ? p.cpu_s * 1000.0 / cycles : static_cast<double>(p.switches) / cycles;
+  };
+  std::printf("  gRPC alone (turnstile-bare-server --grant: ACQUIRED at once, RELEASED on release, "
+              "no lock;\n   same client code; one slice after each turnstile slice): %s cycles/s\n",
+              Fmt(b.per_second, "%.1f").c_str());
+  const double floor_cpu = per(f.self, f_cycles, true);
+  auto line = [&](const char* what, double cpu, double switches) {
+    std::printf("  %-42s %9s %13s %23s\n", what, Fmt(cpu, "%.3f").c_str(),
+                Fmt(switches, "%.1f").c_str(), Fmt(Ratio(cpu, floor_cpu), "%.2f").c_str());
+  };
+  const double bs = per(bu.server, b.cycles, true), bc = per(bu.self, b.cycles, true);
+  line("gRPC alone: server", bs, per(bu.server, b.cycles, false));
+  line("gRPC alone: client side (this bench)", bc, per(bu.self, b.cycles, false));
+  line("turnstiled above gRPC alone's server", per(t.server, t_cycles, true) - bs,
+       per(t.server, t_cycles, false) - per(bu.server, b.cycles, false));
+  line("client side above gRPC alone's client", per(t.self, t_cycles, true) - bc,
+       per(t.self, t_cycles, false) - per(bu.self, b.cycles, false));
+}
+
 // The same, for BENCH_JSON.
 Json UsageJson(const SideUsage& u, uint64_t cycles, bool server) {
   Json j;
@@ -548,13 +576,21 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   if (floor == nullptr) fs = Failed(error);
   const Millis slice = SliceLength(o);
   UsageMeter meter(o);
-  SideUsage tu, fu;
+  SideUsage tu, fu, bu;
+  // gRPC alone, right after each turnstile slice (same client code, no lock).
+  CycleSamples bs;
+  std::unique_ptr<BareCycles> bare;
+  if (!o.bare_server.empty()) {
+    bare = std::make_unique<BareCycles>();
+    if (!bare->Start(o, names, &error)) bs = Failed(error);
+  }
   Interleave(
       o.slices,
       [&](int) {
         if (ts.errors == 0) {
           ts.Merge(meter.Measure(&tu, true, [&] { return turnstile.Run(slice); }));
         }
+        if (bare != nullptr && bs.errors == 0) bs.Merge(bare->Run(slice, &bu));
         return ts.errors == 0;
       },
       [&](int) {
@@ -564,8 +600,10 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
         return fs.errors == 0;
       });
   floor.reset();  // deletes the floor's nodes before the next workload
+  bare.reset();
   const CycleResult t = ts.Result();
   const CycleResult f = fs.Result();
+  const CycleResult b = bs.Result();
   const char* rate = w == "w1" ? "ops_per_s" : "cycles_per_s";
   PrintTable({{w == "w1" ? "ops/s (acquire+release cycles)" : "cycles/s", t.per_second, f.per_second},
               {"cycle p50 (ms)", t.cycle.p50_ms, f.cycle.p50_ms},
@@ -574,6 +612,7 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
               static_cast<unsigned long long>(t.cycles), static_cast<unsigned long long>(f.cycles));
   PrintSliceRates(ts, fs);
   PrintUsage(tu, t.cycles, fu, f.cycles);
+  if (!o.bare_server.empty()) PrintGrpcAlone(b, bu, tu, t.cycles, fu, f.cycles);
   auto side = [&](const CycleResult& r) {
     return Json()
         .Int("cycles", static_cast<int64_t>(r.cycles))
@@ -599,7 +638,20 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
                         .Num(rate, Ratio(t.per_second, f.per_second))
                         .Num("cycle_p50_ms", Ratio(t.cycle.p50_ms, f.cycle.p50_ms))
                         .Num("cycle_p99_ms", Ratio(t.cycle.p99_ms, f.cycle.p99_ms)));
-  PrintJson(Finish(j, {ErrorOf(t, "turnstile"), ErrorOf(f, "floor")}, &ok));
+  std::string bare_error;
+  if (!o.bare_server.empty()) {
+    Json usage;
+    if (b.cycles > 0 && bu.server.known && bu.self.known) {
+      usage.Num("server_cpu_ms_per_cycle", bu.server.cpu_s * 1000.0 / b.cycles)
+          .Num("server_switches_per_cycle", static_cast<double>(bu.server.switches) / b.cycles)
+          .Num("client_cpu_ms_per_cycle", bu.self.cpu_s * 1000.0 / b.cycles)
+          .Num("client_switches_per_cycle", static_cast<double>(bu.self.switches) / b.cycles);
+    }
+    j.Obj("grpc_alone", side(b).Obj("usage", usage));
+    // gRPC alone is a baseline, not a side: its failure is reported, and fails the run.
+    bare_error = ErrorOf(b, "grpc_alone");
+  }
+  PrintJson(Finish(j, {ErrorOf(t, "turnstile"), ErrorOf(f, "floor"), bare_error}, &ok));
   return ok;
 }
 
