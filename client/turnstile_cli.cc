@@ -39,6 +39,7 @@
 #include "client/lib/client.h"
 #include "client/lib/tls.h"
 #include "server/flags.h"
+#include "server/lock_name.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
@@ -195,6 +196,9 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   FlagSet f("turnstile acquire NAME");
   f.Duration("wait", &wait, "how long to wait for the lock (0 = try once)");
   f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
+  int64_t max_holders = 0;
+  f.Int("max-holders", &max_holders,
+        "N > 0: one of an N-holder semaphore (at most N hold at once; all must agree on N)");
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically (0 = while connected)");
   f.Duration("hold", &hold, "release after this long (0 = hold until interrupted)");
   bool revoke_holders = false;
@@ -217,6 +221,11 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
                  std::string(args.status().message()).c_str(), f.Usage().c_str());
     return kExitUsage;
   }
+  if (max_holders < 0 || max_holders > turnstile::kMaxSemaphoreHoldersEver) {
+    std::fprintf(stderr, "--max-holders must be 0 (not a semaphore) or 1..%d\n",
+                 turnstile::kMaxSemaphoreHoldersEver);
+    return kExitUsage;
+  }
   auto client = Connect(g);
   if (!client.ok()) return ReportError(g, client.status());
   const bool tty = isatty(STDERR_FILENO) && !g.json();
@@ -225,6 +234,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.wait_timeout = wait;
   o.ttl = ttl;
   o.shared = shared;
+  o.max_holders = static_cast<int32_t>(max_holders);
   o.revoke_holders = revoke_holders;
   o.revoke_reason = revoke_reason;
   o.lock_delay = lock_delay;
@@ -304,6 +314,9 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically while CMD runs (0 = while connected)");
   bool shared = false;
   f.Bool("shared", &shared, "a shared (read) hold: together with other shared holders");
+  int64_t max_holders = 0;
+  f.Int("max-holders", &max_holders,
+        "N > 0: one of an N-holder semaphore (at most N hold at once; all must agree on N)");
   f.Duration("grace", &grace, "if the lock is lost: time between SIGTERM and SIGKILL to CMD");
   bool revoke_holders = false;
   std::string revoke_reason, on_revoke = "term";
@@ -337,6 +350,11 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
                  f.Usage().c_str());
     return kExitUsage;
   }
+  if (max_holders < 0 || max_holders > turnstile::kMaxSemaphoreHoldersEver) {
+    std::fprintf(stderr, "--max-holders must be 0 (not a semaphore) or 1..%d\n",
+                 turnstile::kMaxSemaphoreHoldersEver);
+    return kExitUsage;
+  }
   const std::string name = (*args)[0];
   auto client = Connect(g);
   if (!client.ok()) return ReportError(g, client.status());
@@ -345,6 +363,7 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   o.wait_timeout = timeout;
   o.ttl = ttl;
   o.shared = shared;
+  o.max_holders = static_cast<int32_t>(max_holders);
   o.revoke_holders = revoke_holders;
   o.revoke_reason = revoke_reason;
   o.lock_delay = lock_delay;
@@ -504,13 +523,24 @@ int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
       return absl::StrCat("{\"role\":", JsonQuote(role), ",\"position\":", c.position(),
                           ",\"owner\":", JsonQuote(c.owner()), ",\"fencing_token\":",
                           c.fencing_token(), ",\"replica_id\":", JsonQuote(c.replica_id()),
-                          ",\"since_unix\":", c.since().seconds(), ",\"metadata\":", meta, "}");
+                          ",\"since_unix\":", c.since().seconds(),
+                          c.has_granted() ? absl::StrCat(",\"granted_unix\":", c.granted().seconds())
+                                          : std::string(),
+                          ",\"metadata\":", meta, "}");
     }
     return absl::StrCat(role, " position=", c.position(), " owner=", c.owner(),
                         " fencing_token=", c.fencing_token(), " replica=", c.replica_id());
   };
+  if (!g.json() && resp.max_holders() > 0) {
+    PrintLine(absl::StrCat("SEMAPHORE max_holders=", resp.max_holders(),
+                           " holders=", resp.holders_size(), " waiters=", resp.waiters_size()));
+  }
   if (g.json()) {
-    std::string out = absl::StrCat("{\"name\":", JsonQuote(resp.name()), ",\"contenders\":[");
+    std::string out = absl::StrCat("{\"name\":", JsonQuote(resp.name()),
+                                   resp.max_holders() > 0
+                                       ? absl::StrCat(",\"max_holders\":", resp.max_holders())
+                                       : std::string(),
+                                   ",\"contenders\":[");
     bool first = true;
     for (const auto& c : resp.holders()) {
       absl::StrAppend(&out, first ? "" : ",", one(c, "holder"));

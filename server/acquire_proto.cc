@@ -26,10 +26,16 @@ absl::StatusOr<AcquireParams> AcquireParamsFromProto(const v1::AcquireOpen& open
   p.revoke_holders = open.revoke_holders();
   p.lock_delay = FromDuration(open.lock_delay());
   p.revoke_reason = open.revoke_reason();
+  p.max_holders = open.max_holders();
   switch (open.kind()) {
     case v1::LOCK_KIND_UNSPECIFIED:
+      p.kind = open.max_holders() > 0 ? ContenderKind::kSemaphore : ContenderKind::kExclusive;
+      break;
     case v1::LOCK_KIND_EXCLUSIVE:
       p.kind = ContenderKind::kExclusive;
+      break;
+    case v1::LOCK_KIND_SEMAPHORE:
+      p.kind = ContenderKind::kSemaphore;
       break;
     case v1::LOCK_KIND_SHARED:
       p.kind = ContenderKind::kShared;

@@ -48,6 +48,30 @@ absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimi
         "revoke_reason is ", p.revoke_reason.size(), " bytes; the limit is ",
         kMaxRevokeReasonBytes));
   }
+  if (p.kind == ContenderKind::kSemaphore) {
+    if (p.max_holders < 1 || p.max_holders > lim.max_semaphore_holders) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_holders is ", p.max_holders, "; a semaphore's must be 1..",
+          lim.max_semaphore_holders, " (--max-semaphore-holders)"));
+    }
+    // A lock-delay holds back the next grant of a whole lock, and
+    // revoke_holders asks every holder ahead to let go: neither means what
+    // a semaphore user would want (one permit), so both are refused rather
+    // than half-done. Revoke a chosen holder by its lease id instead.
+    if (p.lock_delay > Millis(0)) {
+      return absl::InvalidArgumentError(
+          "lock_delay is not supported for semaphores (max_holders > 0)");
+    }
+    if (p.revoke_holders) {
+      return absl::InvalidArgumentError(
+          "revoke_holders is not supported for semaphores (max_holders > 0): it would ask "
+          "every holder to let go; Revoke one holder by its lease id instead");
+    }
+  } else if (p.max_holders != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_holders is ", p.max_holders, "; it is only for semaphores (kind SEMAPHORE or "
+        "UNSPECIFIED), and must be 0 for exclusive and shared locks"));
+  }
   return absl::OkStatus();
 }
 

@@ -212,9 +212,14 @@ void LockEngine::Step(Contender* c) {
       break;
     case State::kWaiting:
       Arm(c);
+      if (!c->more_watching.empty()) ArmMore(c);
       break;
     case State::kHeld:
-      ArmOwn(c);
+      if (c->params.kind == ContenderKind::kSemaphore && !c->mark_written) {
+        WriteGrantMark(c, 0, CreateData(c), 5);  // its reply arms the own watch
+      } else {
+        ArmOwn(c);
+      }
       break;
     case State::kDeleting:
       IssueDelete(c);
@@ -241,16 +246,9 @@ void LockEngine::Stall(Contender* c) {
   });
 }
 
-void LockEngine::IssueCreate(Contender* c) {
-  if (c->abandoned) {
-    Forget(c);
-    return;
-  }
-  c->state = State::kCreating;
-  c->create_order = ++create_counter_;
-  uint64_t id = c->id, gen = ++c->gen;
-  // The node's data is encoded for each create (a re-create after expiry
-  // too) rather than kept: a waiting stream would carry it for its life.
+// The node's data is encoded for each create (a re-create after expiry
+// too) rather than kept: a waiting stream would carry it for its life.
+std::string LockEngine::CreateData(const Contender* c) const {
   ContenderInfo info;
   info.owner = c->params.owner;
   info.metadata = c->params.metadata;
@@ -259,8 +257,20 @@ void LockEngine::IssueCreate(Contender* c) {
   info.ttl_ms = c->params.ttl.count();
   info.lock_delay_ms = c->params.lock_delay.count();
   info.identity = c->params.identity;
-  c->zk()->Create(c->lock_path() + "/" + ContenderNodePrefix(c->params.kind, c->uid),
-              EncodeContenderInfo(info), CreateMode::kEphemeralSequential,
+  return EncodeContenderInfo(info);
+}
+
+void LockEngine::IssueCreate(Contender* c) {
+  if (c->abandoned) {
+    Forget(c);
+    return;
+  }
+  c->state = State::kCreating;
+  c->create_order = ++create_counter_;
+  uint64_t id = c->id, gen = ++c->gen;
+  c->zk()->Create(c->lock_path() + "/" +
+                      ContenderNodePrefix(c->params.kind, c->uid, c->params.max_holders),
+              CreateData(c), CreateMode::kEphemeralSequential,
               [this, id, gen](ZkCode code, const std::string& path,
                               const ZkStat& stat) {
                 OnCreated(id, gen, code, path, stat);
@@ -501,7 +511,12 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
         gone.push_back(c);
       } else if (c->state == State::kWaiting && !c->watching.empty()) {
         auto w = ParseContenderName(c->watching);
-        if (w && !lock.queue.Contains(w->sequence, c->watching)) redo.push_back(c);
+        bool blocker_gone = w && !lock.queue.Contains(w->sequence, c->watching);
+        for (const auto& [node, key] : c->more_watching) {
+          auto m = ParseContenderName(node);
+          if (m && !lock.queue.Contains(m->sequence, node)) blocker_gone = true;
+        }
+        if (blocker_gone) redo.push_back(c);
       }
     }
     for (Contender* c : gone) {
@@ -556,6 +571,7 @@ void LockEngine::EnterQueue(Contender* c) {
   entry.node = c->node;
   entry.kind = c->params.kind;
   entry.local_id = c->id;
+  entry.max_holders = c->params.max_holders;
   locks_[c->segment].queue.Insert(c->seq, std::move(entry));
 }
 
@@ -571,9 +587,18 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 // contender at the nearest exclusive ahead (readers in between coexist).
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
-  const OrderDecision decision = Decide(lock.queue, c->seq, c->params.kind);
-  // One blocker at most for the kinds built so far (a mutex, shared).
-  const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.front();
+  // Kinds (and semaphores' N) do not mix on a lock: refused for anything
+  // disagreeing ahead of it (O(1) unless the view holds a disagreement).
+  if (const LockQueue::Entry* other = FirstDisagreeingAhead(
+          lock.queue, c->seq, c->params.kind, c->params.max_holders)) {
+    FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
+    return;
+  }
+  const OrderDecision decision =
+      Decide(lock.queue, c->seq, c->params.kind, c->params.max_holders);
+  // The node to watch (for a semaphore's first waiter, the nearest of the
+  // holders it watches; the others are in more_watching).
+  const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.back();
   if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
   if (ahead == nullptr && Clock::now() < lock.delayed_until) {
     // In lock-delay: the previous hold ended involuntarily.
@@ -607,9 +632,13 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   }
   if (c->params.wait_timeout == Millis(0)) {
     ++stats_.not_acquired_try_once;
-    FailWait(c, absl::FailedPreconditionError(absl::StrCat(
-                    "lock \"", c->params.name,
-                    "\" is held (try-once: wait_timeout is 0)")));
+    FailWait(c, absl::FailedPreconditionError(
+                    c->params.kind == ContenderKind::kSemaphore
+                        ? absl::StrCat("semaphore \"", c->params.name, "\" has all ",
+                                       c->params.max_holders,
+                                       " permits held (try-once: wait_timeout is 0)")
+                        : absl::StrCat("lock \"", c->params.name,
+                                       "\" is held (try-once: wait_timeout is 0)")));
     return;
   }
   if (rank >= 0) {
@@ -617,12 +646,185 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   } else if (c->last_position < 0 || c->last_position <= 11) {
     ReportPosition(c, lock.queue.CountAhead(c->seq));
   }
+  if (c->params.kind == ContenderKind::kSemaphore) {
+    WatchSemaphoreBlockers(c, decision);
+    return;
+  }
   if (c->watching != ahead->node) {
     Disarm(c);
     c->watching = ahead->node;
     Arm(c);
   }
   if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
+}
+
+std::string LockEngine::DisagreementMessage(const Contender* c, const LockQueue::Entry& other) {
+  auto describe = [](ContenderKind kind, int32_t n) {
+    switch (kind) {
+      case ContenderKind::kSemaphore: return absl::StrCat("a semaphore of max_holders ", n);
+      case ContenderKind::kShared: return std::string("a shared (read/write) lock");
+      case ContenderKind::kExclusive: break;
+    }
+    return std::string("an exclusive lock");
+  };
+  return absl::StrCat("lock \"", c->params.name, "\" is ",
+                      describe(other.kind, other.max_holders),
+                      " (a contender ahead in its queue says so); this contender asked for ",
+                      describe(c->params.kind, c->params.max_holders),
+                      ": every contender of a lock must agree");
+}
+
+// A semaphore waiter's watches (issue 21; the rule is in ordering.h): the
+// first waiter watches every holder ahead of it, any other waiter its
+// predecessor only. Re-armed only for what changed.
+void LockEngine::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
+  const std::string& nearest = decision.blockers.back()->node;
+  std::vector<std::string> others;
+  if (decision.first_waiter) {
+    for (size_t i = 0; i + 1 < decision.blockers.size(); ++i) {
+      others.push_back(decision.blockers[i]->node);
+    }
+  }
+  bool same = c->first_waiter == decision.first_waiter && c->watching == nearest &&
+              others.size() == c->more_watching.size();
+  for (size_t i = 0; same && i < others.size(); ++i) {
+    same = others[i] == c->more_watching[i].first;
+  }
+  if (same) return;
+  Disarm(c);
+  c->first_waiter = decision.first_waiter;
+  c->watching = nearest;
+  for (std::string& node : others) c->more_watching.emplace_back(std::move(node), 0);
+  Arm(c);
+  ArmMore(c);
+}
+
+// The first waiter's watches on the holders other than its predecessor.
+// A departure of any of them (or a read that finds it gone) makes it
+// re-decide; a data change (that holder's grant mark, a remote KeepAlive)
+// only re-arms that watch.
+void LockEngine::ArmMore(Contender* c) {
+  const uint64_t id = c->id, gen = ++c->more_gen;
+  const size_t per_path = options_.root.size() + c->segment.size() + kContenderPathOverhead;
+  c->slot->watched_path_bytes -= c->more_path_bytes;
+  c->more_path_bytes = per_path * c->more_watching.size();
+  c->slot->watched_path_bytes += c->more_path_bytes;
+  auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
+    auto it = contenders_.find(id);
+    if (it == contenders_.end() || it->second->more_gen != gen ||
+        it->second->state != State::kWaiting) {
+      return nullptr;
+    }
+    return it->second.get();
+  };
+  for (auto& [node_ref, key_ref] : c->more_watching) {
+    if (key_ref != 0) continue;
+    const std::string node = node_ref;
+    const std::string segment = c->segment;
+    // Forgets the node; the contender re-decides (normally: it now holds).
+    auto gone = [this, find, id, gen, node, segment] {
+      NoteGone(segment, node);
+      Contender* c = find(id, gen);
+      if (c == nullptr) return;
+      for (auto it = c->more_watching.begin(); it != c->more_watching.end(); ++it) {
+        if (it->first == node) {
+          c->more_watching.erase(it);
+          break;
+        }
+      }
+      Advance(c, false);
+    };
+    key_ref = c->zk()->GetData(
+        c->lock_path() + "/" + node,
+        [this, find, id, gen, node, gone](WatchEventType type) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            Contender* c = find(id, gen);
+            if (c == nullptr) return;
+            for (auto& [n, key] : c->more_watching) {
+              if (n == node) key = 0;  // fired: nothing left to remove
+            }
+            if (type == WatchEventType::kDeleted) {
+              if (!c->slot->trusted(Clock::now())) {
+                c->stalled = true;  // as Arm: maybe the session's own expiry, seen late
+                SendHeartbeat(c->slot);
+                return;
+              }
+              gone();
+            } else {
+              ArmMore(c);  // only the fired one (key 0) is armed again
+            }
+          }
+          Deliver();
+        },
+        [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            Contender* c = find(id, gen);
+            if (c == nullptr) return;
+            if (code == ZkCode::kNoNode) {
+              for (auto& [n, key] : c->more_watching) {
+                if (n == node) key = 0;  // no watch is left on a missing node
+              }
+              gone();
+            } else if (IsRetryable(code)) {
+              for (auto& [n, key] : c->more_watching) {
+                if (n == node) key = 0;
+              }
+              Stall(c);  // Step re-arms what has no watch
+            }
+          }
+          Deliver();
+        });
+  }
+}
+
+// A semaphore holder's grant mark (issue 21): one write of its own node's
+// data, whose data watch wakes the waiter behind it (now the first
+// waiter). Read-modify-write with the version, as KeepAlive and Revoke
+// through other replicas write the same data; the mark's own version is
+// not a renewal (renewed_version).
+void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) {
+  absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+  if (!info.ok()) return;  // not ours to write (cannot happen: we created it)
+  info->granted_unix_ms = c->granted_unix_ms > 0 ? c->granted_unix_ms : NowUnixMs();
+  const uint64_t id = c->id;
+  const std::string path = c->path();
+  c->zk()->SetData(path, EncodeContenderInfo(*info), version,
+                   [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (c->state != State::kHeld || c->path() != path) return;
+      if (code == ZkCode::kBadVersion && attempts > 1) {
+        // Someone wrote it meanwhile (a KeepAlive, a Revoke): read, mark again.
+        c->zk()->GetData(path, nullptr, [this, id, path, attempts](ZkCode code,
+                                                                     const std::string& data,
+                                                                     const ZkStat& stat) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            auto it = contenders_.find(id);
+            if (shut_down_ || it == contenders_.end()) return;
+            Contender* c = it->second.get();
+            if (c->state != State::kHeld || c->path() != path) return;
+            if (code == ZkCode::kOk) {
+              NoteOwnNode(c, data, stat.version);  // the write it raced with counts
+              WriteGrantMark(c, stat.version, data, attempts - 1);
+            } else {
+              OnGrantMarked(c, code, 0);
+            }
+          }
+          Deliver();
+        });
+      } else {
+        OnGrantMarked(c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
+                      stat.version);  // out of attempts: retried later, as a lost reply
+      }
+    }
+    Deliver();
+  });
 }
 
 void LockEngine::StartLockDelay(const std::string& segment, const std::string& lock_path,
@@ -687,7 +889,11 @@ void LockEngine::AdvanceUnblocked(const std::string& segment) {
 // only when the position has halved or a second has passed, so a long queue
 // does not cost every waiter a message on every handoff.
 void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
-  const int64_t position = ahead;  // mutex: one holder ahead = next in line
+  // Mutex: one holder ahead = position 1, next in line. A semaphore's
+  // waiter with N ahead (all holders) is next in line too.
+  const int64_t position = c->params.kind == ContenderKind::kSemaphore
+                               ? std::max<int64_t>(1, ahead - c->params.max_holders + 1)
+                               : ahead;
   auto now = Clock::now();
   bool report = c->last_position < 0 || position > c->last_position ||
                 (position < c->last_position &&
@@ -825,6 +1031,17 @@ void LockEngine::Arm(Contender* c) {
               absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
               if (info.ok()) c->blocker_delay_ms = info->lock_delay_ms;
             }
+            if (c->params.kind == ContenderKind::kSemaphore && !c->first_waiter &&
+                data.find("\ngranted_unix_ms=") != std::string::npos) {
+              // The semaphore waiter's predecessor holds (its grant mark):
+              // this one is now the first waiter. One more listing (its
+              // second and last), then an exact decision.
+              Disarm(c);
+              c->watching.clear();
+              c->state = State::kListing;
+              c->create_order = ++create_counter_;
+              RequestList(c->segment);
+            }
           }
           if (code == ZkCode::kNoNode) {
             c->watch_key = 0;  // no watch is left on a missing node
@@ -863,6 +1080,37 @@ void LockEngine::Disarm(Contender* c) {
     c->zk()->RemoveWatch(c->lock_path() + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
+  if (!c->more_watching.empty() || c->more_path_bytes > 0) DisarmMore(c);
+}
+
+// Removes a semaphore first waiter's other watches. The server's watch on
+// a node goes only when no other local contender watches it (its own
+// holder, or the waiter behind it as its predecessor).
+void LockEngine::DisarmMore(Contender* c) {
+  ++c->more_gen;
+  for (const auto& [node, key] : c->more_watching) {
+    if (key == 0) continue;
+    const std::string path = c->lock_path() + "/" + node;
+    bool only_watcher = by_path_.count(path) == 0;
+    auto lk = locks_.find(c->segment);
+    if (only_watcher && lk != locks_.end()) {
+      for (uint64_t other : lk->second.ids) {
+        auto it = contenders_.find(other);
+        if (other == c->id || it == contenders_.end()) continue;
+        const Contender* o = it->second.get();
+        if (o->watch_key != 0 && o->watching == node) only_watcher = false;
+        for (const auto& [n, k] : o->more_watching) {
+          if (k != 0 && n == node) only_watcher = false;
+        }
+        if (!only_watcher) break;
+      }
+    }
+    c->zk()->RemoveWatch(path, key, only_watcher);
+  }
+  c->more_watching.clear();
+  c->first_waiter = false;
+  c->slot->watched_path_bytes -= c->more_path_bytes;
+  c->more_path_bytes = 0;
 }
 
 void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
@@ -940,11 +1188,45 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
   if (confirmed && MayAnnounce(c)) Announce(c);
+  if (c->params.kind == ContenderKind::kSemaphore) {
+    // The grant mark first (it wakes the waiter behind): its success also
+    // confirms the node, and the own watch is set after it, so the mark
+    // wakes nobody on this side (OnGrantMarked).
+    c->mark_written = false;
+    if (c->granted_unix_ms == 0) c->granted_unix_ms = NowUnixMs();
+    WriteGrantMark(c, 0, CreateData(c), 5);
+    return;
+  }
   if (c->announced && c->params.ttl == Millis(0)) {
     DeferOwnWatch(c);
   } else {
     ArmOwn(c);  // the holder's watch on its own node (and, unconfirmed, the confirming read)
   }
+}
+
+// A semaphore holder's grant mark was written (or not).
+void LockEngine::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
+  if (code == ZkCode::kOk) {
+    c->mark_written = true;
+    // The mark is no renewal (NoteOwnNode counts version bumps).
+    c->renewed_version = std::max(c->renewed_version, version);
+    // A write after the decision that found the node: as a confirming read.
+    if (!c->announced && MayAnnounce(c)) Announce(c);
+    if (c->announced && c->params.ttl == Millis(0)) {
+      DeferOwnWatch(c);
+    } else {
+      ArmOwn(c);
+    }
+  } else if (code == ZkCode::kNoNode) {
+    if (!c->announced) {
+      Requeue(c);
+    } else {
+      LoseGoneNode(c, "the lock's node was deleted outside this stream");
+    }
+  } else if (IsRetryable(code)) {
+    Stall(c);  // Step writes the mark again
+  }
+  // Session gone: the expiry handling re-queues or loses the hold.
 }
 
 // A hold announced from a listing or a transaction that proved its node
@@ -1021,6 +1303,7 @@ void LockEngine::Announce(Contender* c) {
   ++stats_.granted;
   NoteWaitEnded(c, AcquireResult::kAcquired);
   c->granted_at = Clock::now();
+  if (c->granted_unix_ms == 0) c->granted_unix_ms = NowUnixMs();
   c->hold_open = true;
   if (c->handoff_from && observer_) {
     observer_->OnHandoff(std::chrono::duration<double>(c->granted_at - *c->handoff_from).count());
@@ -1048,6 +1331,7 @@ void LockEngine::Requeue(Contender* c) {
   locks_[c->segment].queue.Erase(c->seq, c->node);
   c->node.clear();
   c->watching.clear();
+  c->granted_unix_ms = 0;
   c->last_position = -1;
   c->stalled = false;
   c->create_attempts = 0;
@@ -1074,6 +1358,9 @@ void LockEngine::ArmOwn(Contender* c) {
         {
           std::lock_guard<std::mutex> l(mu_);
           Contender* c = find(id, gen);
+          if (c != nullptr && c->state == State::kDeleting && type == WatchEventType::kDeleted) {
+            ++stats_.own_watch_fired_on_release;  // its own delete: it wakes nobody else
+          }
           if (c == nullptr || c->state != State::kHeld || !c->announced) return;
           if (type == WatchEventType::kDeleted) {
             LoseGoneNode(c, "the lock's node was deleted outside this stream (Release by "
@@ -1282,7 +1569,11 @@ void LockEngine::EndContender(Contender* c) {
 // the holder's node is deleted alone and the successor re-queues on the
 // usual path (its confirming read finds no node).
 LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
-  if (c->plain_delete || c->node.empty()) return nullptr;
+  // Not for a semaphore: its holders are not a front of one, and its first
+  // waiter learns of any holder's departure from its own watch.
+  if (c->plain_delete || c->node.empty() || c->params.kind == ContenderKind::kSemaphore) {
+    return nullptr;
+  }
   LockState& lock = locks_[c->segment];
   if (!lock.queue.Contains(c->seq, c->node) || lock.queue.Ahead(c->seq) != nullptr) {
     return nullptr;  // not the front: deleting it grants no one

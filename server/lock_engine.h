@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "server/lock_name.h"
 #include "server/lock_queue.h"
+#include "server/ordering.h"
 #include "server/session_slot.h"
 #include "server/timer_queue.h"
 #include "server/zk_session.h"
@@ -57,6 +58,9 @@ struct AcquireParams {
   Millis wait_timeout{0};  // 0 = try once
   Millis ttl{0};           // 0 = no lease TTL
   ContenderKind kind = ContenderKind::kExclusive;
+  // kSemaphore: how many may hold at once (N, 1..max_semaphore_holders);
+  // 0 for the other kinds. Every semaphore contender of a lock must agree.
+  int32_t max_holders = 0;
   // Once queued behind holders, ask them to let go (REVOKE_REQUESTED on
   // their streams; they decide), with this reason.
   bool revoke_holders = false;
@@ -155,6 +159,9 @@ struct EngineLimits {
   // Contenders (holders and waiters) on one lock, cluster-wide.
   size_t max_contenders_per_lock = 1000;
   size_t max_keepalive_leases = 100;
+  // The largest N a semaphore may have (--max-semaphore-holders). Its first
+  // waiter watches N nodes.
+  int32_t max_semaphore_holders = 1000;
   // Sum of the path lengths the contenders of ONE session of the pool may
   // watch. ZooKeeper's C client re-sends all of a session's watches in one
   // SetWatches packet on reconnect, and a packet over jute.maxbuffer (1 MiB
@@ -169,8 +176,9 @@ struct EngineOptions {
 };
 
 struct ContenderView {
-  ContenderInfo info;
+  ContenderInfo info;  // info.granted_unix_ms: a semaphore holder's grant time
   ContenderKind kind = ContenderKind::kExclusive;
+  int32_t max_holders = 0;  // kSemaphore: its N
   int64_t since_unix_ms = 0;
   uint64_t fencing_token = 0;
   int64_t position = 0;
@@ -178,6 +186,7 @@ struct ContenderView {
 struct LockDescription {
   std::string name;
   int64_t delayed_until_unix_ms = 0;  // in lock-delay until then (0: not)
+  int32_t max_holders = 0;  // a semaphore's N (its first contender's), 0 for other locks
   std::vector<ContenderView> holders;
   std::vector<ContenderView> waiters;
 };
@@ -200,6 +209,10 @@ struct EngineStats {
   // transaction (no confirming read; see LockEngine::LocalSuccessor).
   uint64_t handoffs_in_one_transaction = 0;
   uint64_t lock_delays_started = 0;  // involuntary ends that delayed a grant
+  // A holder's own-node watch fired by its own release's delete (it wakes
+  // only this replica, which ignores it): ZooKeeper counts it among the
+  // notifications of a departure.
+  uint64_t own_watch_fired_on_release = 0;
   size_t locks_in_delay = 0;          // this replica's locks in lock-delay now
   uint64_t revokes_requested = 0;  // written by this replica
   uint64_t revokes_delivered = 0;  // told to holders on this replica
@@ -377,6 +390,17 @@ class LockEngine {
   void ScheduleSweep(const std::string& segment);
   void Arm(Contender* c);
   void Disarm(Contender* c);
+  // Semaphores (issue 21): a waiter's watches from its decision; the first
+  // waiter's watches on the holders other than its predecessor; the grant
+  // mark; the refusal of a disagreeing contender.
+  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision);
+  void ArmMore(Contender* c);
+  void DisarmMore(Contender* c);
+  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts);
+  void OnGrantMarked(Contender* c, ZkCode code, int32_t version);
+  static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
+  // The contender node's data as created.
+  std::string CreateData(const Contender* c) const;
   // `confirmed`: a read sent after the decision saw the node (a listing).
   void Grant(Contender* c, bool confirmed);
   void Announce(Contender* c);

@@ -287,7 +287,7 @@ void LockEngine::Describe(
     return absl::NotFoundError(
         absl::StrCat("lock \"", name, "\" has no holders or waiters"));
   };
-  zk->GetChildren(lock_path, [zk, name, lock_path, done, not_found](
+  zk->GetChildren(lock_path, [this, zk, name, lock_path, done, not_found](
                                   ZkCode code,
                                   const std::vector<std::string>& children) {
     if (code == ZkCode::kNoNode) return done(not_found());
@@ -316,7 +316,8 @@ void LockEngine::Describe(
     });
     g->left = g->seqs.size() + 1;
     g->views.resize(g->seqs.size());
-    auto finish = [g, name, done, not_found](std::unique_lock<std::mutex>& l) {
+    auto finish = [this, g, name, lock_path, nodes, done,
+                   not_found](std::unique_lock<std::mutex>& l) {
                      if (--g->left > 0) return;
                      LockDescription d;
                      d.name = name;
@@ -332,14 +333,34 @@ void LockEngine::Describe(
                        if (gone != nullptr) g->view.Erase(g->seqs[i], std::string(gone->node));
                      }
                      int64_t pos = 0;
+                     std::vector<std::string> holder_paths;
                      for (size_t i = 0; i < g->seqs.size(); ++i) {
                        std::optional<ContenderView>& v = g->views[i];
                        if (!v) continue;
                        v->position = ++pos;
-                       const bool holds = Decide(g->view, g->seqs[i], v->kind).holds;
+                       const bool holds =
+                           Decide(g->view, g->seqs[i], v->kind, v->max_holders).holds;
+                       if (v->kind == ContenderKind::kSemaphore && d.max_holders == 0) {
+                         d.max_holders = v->max_holders;  // the front's N: the lock's
+                       }
+                       if (!holds) v->info.granted_unix_ms = 0;  // a mark still in flight
                        (holds ? d.holders : d.waiters).push_back(*v);
+                       if (holds) holder_paths.push_back(lock_path + "/" + nodes[i]);
                      }
                      l.unlock();
+                     // An exclusive or shared holder's grant time is known
+                     // only to the replica that granted it (no write on a
+                     // mutex's path for it).
+                     {
+                       std::lock_guard<std::mutex> el(mu_);
+                       for (size_t h = 0; h < d.holders.size(); ++h) {
+                         if (d.holders[h].info.granted_unix_ms > 0) continue;
+                         Contender* c = FindByPath(holder_paths[h]);
+                         if (c != nullptr && c->state == State::kHeld && c->announced) {
+                           d.holders[h].info.granted_unix_ms = c->granted_unix_ms;
+                         }
+                       }
+                     }
                      if (pos == 0) return done(not_found());
                      done(std::move(d));
     };
@@ -358,6 +379,7 @@ void LockEngine::Describe(
                        ContenderView v;
                        if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
                        v.kind = g->view.Find(g->seqs[i])->kind;
+                       v.max_holders = g->view.Find(g->seqs[i])->max_holders;
                        v.since_unix_ms = stat.ctime_ms;
                        v.fencing_token = static_cast<uint64_t>(stat.czxid);
                        g->views[i] = v;

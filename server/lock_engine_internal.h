@@ -110,6 +110,16 @@ struct LockEngine::Contender {
   uint64_t create_order = 0;
   std::string watching;     // the node ahead that blocks it
   uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
+  // A semaphore's first waiter (issue 21) watches every holder ahead of
+  // it: `watching` is its predecessor, these the other holders (node, watch
+  // key; 0 until armed), with their own generation; their path bytes are
+  // counted in slot->watched_path_bytes while watched.
+  bool first_waiter = false;
+  std::vector<std::pair<std::string, uint64_t>> more_watching;
+  uint64_t more_gen = 0;
+  size_t more_path_bytes = 0;
+  int64_t granted_unix_ms = 0;  // wall clock of the announcement (Describe)
+  bool mark_written = false;    // a semaphore holder's grant mark is on its node
   // The own-node read (grant confirmation and the holder's watch) has its
   // own generation: operations of the hold (delete, TTL) do not make it stale.
   uint64_t own_gen = 0;

@@ -289,24 +289,47 @@ absl::StatusOr<std::string> DecodeLockName(absl::string_view segment) {
   return name;
 }
 
-std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid) {
-  return absl::StrCat(kind == ContenderKind::kShared ? "s" : "x", "-", uid,
-                      "-");
+std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid,
+                                int32_t max_holders) {
+  switch (kind) {
+    case ContenderKind::kShared: return absl::StrCat("s-", uid, "-");
+    case ContenderKind::kSemaphore: return absl::StrCat("n", max_holders, "-", uid, "-");
+    case ContenderKind::kExclusive: break;
+  }
+  return absl::StrCat("x-", uid, "-");
 }
 
 std::optional<ContenderName> ParseContenderName(absl::string_view node) {
   constexpr size_t kUidLen = 16;
-  constexpr size_t kSeqStart = 2 + kUidLen + 1;  // "x-" uid "-"
+  const absl::string_view full = node;
+  ContenderName result;
+  // The kind, and for a semaphore its N: strictly what ContenderNodePrefix writes.
+  size_t kind_len = 1;
+  switch (node.empty() ? '\0' : node[0]) {
+    case 'x': result.kind = ContenderKind::kExclusive; break;
+    case 's': result.kind = ContenderKind::kShared; break;
+    case 'n': {
+      result.kind = ContenderKind::kSemaphore;
+      while (kind_len < node.size() && kind_len <= 7 && absl::ascii_isdigit(node[kind_len])) {
+        ++kind_len;
+      }
+      const absl::string_view digits = node.substr(1, kind_len - 1);
+      int32_t n = 0;
+      if (digits.empty() || digits[0] == '0' || digits.size() > 6 ||
+          !absl::SimpleAtoi(digits, &n) || n > kMaxSemaphoreHoldersEver) {
+        return std::nullopt;
+      }
+      result.max_holders = n;
+      break;
+    }
+    default: return std::nullopt;
+  }
+  node.remove_prefix(kind_len - 1);  // from here on, as "x-<uid>-<seq>"
+  const size_t kSeqStart = 2 + kUidLen + 1;  // "x-" uid "-"
   // "%010d" of an int32 is 10 chars for 0..2147483647 and -999999999..-1
   // (zero-padded after the sign), 11 chars for -2147483648..-1000000000.
   if (node.size() != kSeqStart + 10 && node.size() != kSeqStart + 11) {
     return std::nullopt;
-  }
-  ContenderName result;
-  switch (node[0]) {
-    case 'x': result.kind = ContenderKind::kExclusive; break;
-    case 's': result.kind = ContenderKind::kShared; break;
-    default: return std::nullopt;
   }
   if (node[1] != '-' || node[kSeqStart - 1] != '-') return std::nullopt;
   const absl::string_view uid = node.substr(2, kUidLen);
@@ -328,7 +351,7 @@ std::optional<ContenderName> ParseContenderName(absl::string_view node) {
   }
   result.uid = std::string(uid);
   result.sequence = value;
-  result.node = std::string(node);
+  result.node = std::string(full);
   return result;
 }
 
@@ -396,6 +419,9 @@ std::string EncodeContenderInfo(const ContenderInfo& info) {
                   "\nttl_ms=", info.ttl_ms, "\n");
   if (info.lock_delay_ms > 0) absl::StrAppend(&out, "lock_delay_ms=", info.lock_delay_ms, "\n");
   if (info.renewals > 0) absl::StrAppend(&out, "renewals=", info.renewals, "\n");
+  if (info.granted_unix_ms > 0) {
+    absl::StrAppend(&out, "granted_unix_ms=", info.granted_unix_ms, "\n");
+  }
   if (info.revoke_id > 0) {
     absl::StrAppend(&out, "revoke_id=", info.revoke_id, "\nrevoke_by=");
     AppendInfoEscaped(info.revoke_by, &out);
@@ -458,10 +484,12 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
       if (absl::Status s = InfoUnescape(raw_value, line_no, &field); !s.ok()) {
         return s;
       }
-    } else if (key == "renewals" || key == "revoke_id" || key == "lock_delay_ms") {
-      int64_t& field = key == "renewals"    ? info.renewals
-                       : key == "revoke_id" ? info.revoke_id
-                                            : info.lock_delay_ms;
+    } else if (key == "renewals" || key == "revoke_id" || key == "lock_delay_ms" ||
+               key == "granted_unix_ms") {
+      int64_t& field = key == "renewals"          ? info.renewals
+                       : key == "revoke_id"       ? info.revoke_id
+                       : key == "granted_unix_ms" ? info.granted_unix_ms
+                                                  : info.lock_delay_ms;
       if (!ParseCanonicalInt64(raw_value, &field) || field < 0) {
         return InfoError(line_no, absl::StrCat(key, ": not a canonical int64 >= 0: ",
                                                Quote(raw_value)));

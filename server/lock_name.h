@@ -47,20 +47,31 @@ std::string EncodeLockName(absl::string_view name);
 // EncodeLockName(*DecodeLockName(s)) == s for every accepted s.
 absl::StatusOr<std::string> DecodeLockName(absl::string_view segment);
 
-enum class ContenderKind { kExclusive, kShared };  // node-name letters 'x', 's'
+// Node-name letters 'x' (exclusive), 's' (shared), 'n' (an N-holder
+// semaphore: "n<N>-...", N in its name).
+enum class ContenderKind { kExclusive, kShared, kSemaphore };
 
-// A parsed contender node name "<k>-<uid>-<seq>": k is 'x' or 's', uid is
-// exactly 16 lowercase hex chars and seq is exactly what ZooKeeper appended,
-// i.e. printf("%010d") of a signed 32-bit int.
+// The largest N a semaphore contender's node name may carry (the replica's
+// --max-semaphore-holders is at most this).
+inline constexpr int32_t kMaxSemaphoreHoldersEver = 100000;
+
+// A parsed contender node name "<k>-<uid>-<seq>": k is 'x', 's', or 'n'
+// followed by N in decimal (1..kMaxSemaphoreHoldersEver, no leading zero);
+// uid is exactly 16 lowercase hex chars and seq is exactly what ZooKeeper
+// appended, i.e. printf("%010d") of a signed 32-bit int.
 struct ContenderName {
   ContenderKind kind;
   std::string uid;
   int32_t sequence;
   std::string node;  // the full node name as given
+  int32_t max_holders = 0;  // kSemaphore: its N; 0 otherwise
 };
 
-// The path suffix to pass to a sequential create: "x-<uid>-" or "s-<uid>-".
-std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid);
+// The path suffix to pass to a sequential create: "x-<uid>-", "s-<uid>-" or
+// "n<max_holders>-<uid>-".
+// REQUIRES: kind != kSemaphore, or 1 <= max_holders <= kMaxSemaphoreHoldersEver.
+std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid,
+                                int32_t max_holders = 0);
 
 // nullopt for any name that is not a contender name (a foreign child of a
 // lock node must be ignored, never crash us).
@@ -99,6 +110,10 @@ struct ContenderInfo {
   // the next grant waits this long.
   int64_t lock_delay_ms = 0;
   int64_t renewals = 0;       // remote KeepAlives so far
+  // The grant mark of a semaphore holder (issue 21): when it was granted
+  // (wall clock of its replica), written once by the holder's replica; its
+  // data watch wakes the waiter behind it. 0 = not (yet) granted.
+  int64_t granted_unix_ms = 0;
   int64_t revoke_id = 0;      // revocation requests so far (0 = none)
   std::string revoke_by;      // the latest request's requester
   std::string revoke_reason;  // and reason
@@ -115,6 +130,7 @@ struct ContenderInfo {
 //   ttl_ms=<decimal>
 //   lock_delay_ms=<decimal>     (only when > 0)
 //   renewals=<decimal>          (only when > 0)
+//   granted_unix_ms=<decimal>   (only when > 0: a semaphore holder's grant mark)
 //   revoke_id=<decimal>         (only when > 0; then also the next two)
 //   revoke_by=<escaped>
 //   revoke_reason=<escaped>

@@ -18,17 +18,59 @@ void LockQueue::ReplaceWith(
     e.node = n->node;
     e.kind = n->kind;
     e.local_id = local_id(e.node);
+    e.max_holders = n->max_holders;
     fresh.emplace(n->sequence, std::move(e));
   }
   for (auto& [seq, e] : entries_) {
     if (fresh.count(seq) == 0 && keep(e)) fresh.emplace(seq, std::move(e));
   }
   entries_.swap(fresh);
+  semaphores_by_n_.clear();
+  others_ = 0;
+  for (const auto& [seq, e] : entries_) Count(e, +1);
+}
+
+void LockQueue::Count(const Entry& e, int delta) {
+  if (e.kind != ContenderKind::kSemaphore) {
+    others_ += delta;
+    return;
+  }
+  auto it = semaphores_by_n_.emplace(e.max_holders, 0).first;
+  it->second += delta;
+  if (it->second == 0) semaphores_by_n_.erase(it);
+}
+
+void LockQueue::Insert(int32_t seq, Entry e) {
+  auto it = entries_.find(seq);
+  if (it != entries_.end()) {
+    Count(it->second, -1);
+    it->second = std::move(e);
+    Count(it->second, +1);
+    return;
+  }
+  Count(entries_.emplace(seq, std::move(e)).first->second, +1);
+}
+
+bool LockQueue::AnyDisagreeing(ContenderKind kind, int32_t max_holders) const {
+  if (kind != ContenderKind::kSemaphore) return !semaphores_by_n_.empty();
+  if (others_ > 0) return true;
+  return !semaphores_by_n_.empty() &&
+         (semaphores_by_n_.size() > 1 || semaphores_by_n_.begin()->first != max_holders);
+}
+
+void LockQueue::ForAhead(int32_t seq,
+                         const std::function<bool(int32_t, const Entry&)>& fn) const {
+  auto it = entries_.lower_bound(seq);
+  while (it != entries_.begin()) {
+    --it;
+    if (!fn(it->first, it->second)) return;
+  }
 }
 
 bool LockQueue::Erase(int32_t seq, const std::string& node) {
   auto it = entries_.find(seq);
   if (it == entries_.end() || it->second.node != node) return false;
+  Count(it->second, -1);
   entries_.erase(it);
   return true;
 }
@@ -37,6 +79,7 @@ size_t LockQueue::EraseRemoteBefore(int32_t seq) {
   size_t n = 0;
   for (auto it = entries_.begin(); it != entries_.end() && SequenceBefore(it->first, seq);) {
     if (it->second.local_id == 0) {
+      Count(it->second, -1);
       it = entries_.erase(it);
       ++n;
     } else {
@@ -66,7 +109,7 @@ const LockQueue::Entry* LockQueue::NearestExclusiveAhead(int32_t seq) const {
   auto it = entries_.lower_bound(seq);
   while (it != entries_.begin()) {
     --it;
-    if (it->second.kind == ContenderKind::kExclusive) return &it->second;
+    if (it->second.kind != ContenderKind::kShared) return &it->second;
   }
   return nullptr;
 }

@@ -46,6 +46,7 @@ class LockQueue {
     std::string node;
     ContenderKind kind = ContenderKind::kExclusive;
     uint64_t local_id = 0;  // this replica's contender id, 0 = another replica's
+    int32_t max_holders = 0;  // kSemaphore: its N (from the node name)
   };
   // Wrap-aware sequence order (a live queue spans far less than 2^30).
   struct SeqLess {
@@ -62,7 +63,7 @@ class LockQueue {
                    const std::function<uint64_t(const std::string&)>& local_id,
                    const std::function<bool(const Entry&)>& keep);
 
-  void Insert(int32_t seq, Entry e) { entries_[seq] = std::move(e); }
+  void Insert(int32_t seq, Entry e);
   // Removes `seq` if it holds `node`; true if it did.
   bool Erase(int32_t seq, const std::string& node);
   // Removes every entry ahead of `seq` except this replica's own contenders
@@ -79,9 +80,18 @@ class LockQueue {
   // nullptr if none.
   const Entry* Ahead(int32_t seq) const;
   const Entry* Behind(int32_t seq) const;
-  // The nearest exclusive entry ahead of `seq`; nullptr if none. O(number
+  // The nearest entry ahead of `seq` that is not shared (exclusive, or a
+  // semaphore's: a reader never passes either); nullptr if none. O(number
   // of shared entries in between).
   const Entry* NearestExclusiveAhead(int32_t seq) const;
+  // Calls fn(seq, entry) for the entries ahead of `seq`, nearest first,
+  // until fn returns false.
+  void ForAhead(int32_t seq, const std::function<bool(int32_t, const Entry&)>& fn) const;
+  // Whether some entry disagrees with a contender of `kind` (and, for a
+  // semaphore, `max_holders`): a semaphore's entry with another N, or an
+  // entry of the other family (semaphore vs exclusive/shared). O(1): the
+  // view counts its entries by family and N.
+  bool AnyDisagreeing(ContenderKind kind, int32_t max_holders) const;
   // Calls fn(seq, entry) for the entries behind `seq` in queue order until
   // fn returns false.
   void ForBehind(int32_t seq, const std::function<bool(int32_t, const Entry&)>& fn) const;
@@ -94,10 +104,18 @@ class LockQueue {
 
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
-  void Clear() { entries_.clear(); }
+  void Clear() {
+    entries_.clear();
+    semaphores_by_n_.clear();
+    others_ = 0;
+  }
 
  private:
+  void Count(const Entry& e, int delta);
   Map entries_;
+  // Entries by family: semaphore entries per N, and the others.
+  std::map<int32_t, int64_t> semaphores_by_n_;
+  int64_t others_ = 0;
 };
 
 }  // namespace turnstile

@@ -467,8 +467,16 @@ void ToProto(const ContenderView& v, v1::Contender* out) {
   out->set_fencing_token(v.fencing_token);
   out->set_replica_id(v.info.replica_id);
   out->set_position(v.position);
-  out->set_kind(v.kind == ContenderKind::kShared ? v1::LOCK_KIND_SHARED
-                                                 : v1::LOCK_KIND_EXCLUSIVE);
+  switch (v.kind) {
+    case ContenderKind::kShared: out->set_kind(v1::LOCK_KIND_SHARED); break;
+    case ContenderKind::kSemaphore: out->set_kind(v1::LOCK_KIND_SEMAPHORE); break;
+    case ContenderKind::kExclusive: out->set_kind(v1::LOCK_KIND_EXCLUSIVE); break;
+  }
+  out->set_max_holders(v.max_holders);
+  if (v.info.granted_unix_ms > 0) {
+    out->mutable_granted()->set_seconds(v.info.granted_unix_ms / 1000);
+    out->mutable_granted()->set_nanos(static_cast<int32_t>((v.info.granted_unix_ms % 1000) * 1000000));
+  }
   out->set_revoke_requests(v.info.revoke_id);
   out->set_revoke_requester(v.info.revoke_by);
   out->set_revoke_reason(v.info.revoke_reason);
@@ -616,6 +624,7 @@ void LockServiceImpl::Describe(DescribeCall* call) {
       return reactor->Finish(g);
     }
     resp->set_name(d->name);
+    resp->set_max_holders(d->max_holders);
     if (d->delayed_until_unix_ms > 0) {
       resp->mutable_delayed_until()->set_seconds(d->delayed_until_unix_ms / 1000);
       resp->mutable_delayed_until()->set_nanos(

@@ -98,6 +98,9 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->Int("max-streams", &max_streams, "open Acquire + KeepAlive streams allowed on this replica");
   f->Int("max-contenders-per-lock", &max_contenders_per_lock,
          "holders + waiters allowed on one lock (cluster-wide)");
+  f->Int("max-semaphore-holders", &max_semaphore_holders,
+         "largest max_holders (N) of a semaphore an Acquire may ask for (its first waiter "
+         "watches N nodes)");
   f->Int("max-watch-bytes", &max_watch_bytes,
          "bytes of znode paths the contenders of one ZooKeeper session may watch (ZooKeeper "
          "re-sends all of a session's watches in one packet on reconnect; keep well under "
@@ -148,6 +151,11 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     return absl::InvalidArgumentError(
         "--max-streams, --max-contenders-per-lock and --max-watch-bytes must be >= 1");
   }
+  if (c.max_semaphore_holders < 1 || c.max_semaphore_holders > kMaxSemaphoreHoldersEver) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-semaphore-holders is ", c.max_semaphore_holders, "; it must be 1..",
+        kMaxSemaphoreHoldersEver));
+  }
   if (c.zk_sessions < 1 || c.zk_sessions > kMaxZkSessions) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--zk-sessions is ", c.zk_sessions, "; it must be 1..", kMaxZkSessions));
@@ -188,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.root = c.zk_root;
   eo.replica_id = c.replica_id;
   eo.limits.max_contenders_per_lock = static_cast<size_t>(c.max_contenders_per_lock);
+  eo.limits.max_semaphore_holders = static_cast<int32_t>(c.max_semaphore_holders);
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;

@@ -42,6 +42,9 @@ struct ReplicaConfig {
   Millis drain_timeout{10000};
   int64_t max_streams = 10000;
   int64_t max_contenders_per_lock = 1000;
+  // The largest N of a semaphore (AcquireOpen.max_holders); its first
+  // waiter watches N nodes.
+  int64_t max_semaphore_holders = 1000;
   int64_t max_watch_bytes = 512 * 1024;  // per ZooKeeper session
   // Default 4 (issue 20, measured): on W3 (32 clients, 32 locks, 2 cores)
   // one session ran 2,418 cycles/s, two 3,104, four 3,347; each session is

@@ -10,27 +10,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/lock_name.h"
-#include "tests/test_support.h"
-#include "tests/wait.h"
-#include "tests/zk_fixture.h"
+#include "tests/two_replicas.h"
 
 namespace turnstile::testing {
 namespace {
 
 using v1::AcquireEvent;
-
-int64_t MntrValue(const std::string& key) {
-  auto m = SharedZkServer().Mntr();
-  EXPECT_TRUE(m.ok()) << m.status();
-  if (!m.ok() || !m->count(key)) {
-    ADD_FAILURE() << "mntr has no " << key;
-    return -1;
-  }
-  int64_t v = 0;
-  double d = 0;
-  if (!absl::SimpleAtoi(m->at(key), &v) && absl::SimpleAtod(m->at(key), &d)) v = static_cast<int64_t>(d);
-  return v;
-}
 
 struct Calls {
   uint64_t n[static_cast<int>(ZkOp::kCount)];
@@ -42,19 +27,9 @@ struct Calls {
   uint64_t operator[](ZkOp op) const { return n[static_cast<int>(op)]; }
 };
 
-class HerdTest : public ::testing::Test {
+class HerdTest : public TwoReplicaTest {
  protected:
-  void SetUp() override {
-    connect_ = SharedZkServer().ConnectString();
-    root_ = UniqueRoot("herd");
-    r1_ = StartReplica(TestConfig(connect_, root_));
-    r2_ = StartReplica(TestConfig(connect_, root_));
-    ASSERT_TRUE(r1_ && r2_);
-    s1_ = NewStub(r1_->address());
-    s2_ = NewStub(r2_->address());
-    zk_ = std::make_unique<SyncZk>(connect_);
-  }
-  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+  HerdTest() : TwoReplicaTest("herd") {}
   // Watched paths of one replica's session, as ZooKeeper lists them.
   std::vector<std::string> WatchesOf(Replica& r) {
     auto all = SharedZkServer().WatchesBySession();
@@ -64,10 +39,6 @@ class HerdTest : public ::testing::Test {
     return it == all->end() ? std::vector<std::string>{} : it->second;
   }
 
-  std::string connect_, root_;
-  std::unique_ptr<Replica> r1_, r2_;
-  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
-  std::unique_ptr<SyncZk> zk_;
 };
 
 TEST_F(HerdTest, OneWatchPerWaiterOnItsPredecessorAndOneWatchFiresPerRelease) {

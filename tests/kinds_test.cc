@@ -11,22 +11,12 @@
 
 #include "absl/strings/numbers.h"
 #include "server/lock_name.h"
-#include "tests/test_support.h"
-#include "tests/wait.h"
-#include "tests/zk_fixture.h"
+#include "tests/two_replicas.h"
 
 namespace turnstile::testing {
 namespace {
 
 using v1::AcquireEvent;
-
-int64_t Mntr(const std::string& key) {
-  auto m = SharedZkServer().Mntr();
-  EXPECT_TRUE(m.ok()) << m.status();
-  int64_t v = -1;
-  if (m.ok() && m->count(key)) EXPECT_TRUE(absl::SimpleAtoi(m->at(key), &v)) << m->at(key);
-  return v;
-}
 
 v1::AcquireOpen Open(const std::string& name, bool shared, const std::string& owner) {
   v1::AcquireOpen o = OpenMsg(name, milliseconds(60000), owner);
@@ -40,22 +30,9 @@ v1::AcquireOpen WithDelay(v1::AcquireOpen o, milliseconds delay) {
   return o;
 }
 
-class KindsTest : public ::testing::Test {
+class KindsTest : public TwoReplicaTest {
  protected:
-  void SetUp() override {
-    connect_ = SharedZkServer().ConnectString();
-    root_ = UniqueRoot("kinds");
-    r1_ = StartReplica(TestConfig(connect_, root_));
-    r2_ = StartReplica(TestConfig(connect_, root_));
-    ASSERT_TRUE(r1_ && r2_);
-    s1_ = NewStub(r1_->address());
-    s2_ = NewStub(r2_->address());
-    zk_ = std::make_unique<SyncZk>(connect_);
-  }
-  std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
-  bool ContendersBecome(const std::string& name, size_t n) {
-    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; }, milliseconds(20000));
-  }
+  KindsTest() : TwoReplicaTest("kinds") {}
   // Starts a contender and waits until its node exists (QUEUED or ACQUIRED
   // arrived), so the queue order is the order of these calls.
   std::unique_ptr<AcquireStream> Join(v1::LockService::Stub* stub, const std::string& name,
@@ -80,25 +57,6 @@ class KindsTest : public ::testing::Test {
     s.SendRelease();
     EXPECT_TRUE(s.Await(AcquireEvent::RELEASED));
   }
-  static grpc::Status Describe(v1::LockService::Stub* stub, const std::string& name,
-                               v1::DescribeResponse* resp) {
-    grpc::ClientContext ctx;
-    v1::DescribeRequest req;
-    req.set_name(name);
-    return stub->Describe(&ctx, req, resp);
-  }
-  // Nothing but QUEUED arrived (and nothing is pending).
-  static bool StillWaiting(AcquireStream& s) {
-    while (auto ev = s.Next(milliseconds(0))) {
-      if (ev->type() != AcquireEvent::QUEUED) return false;
-    }
-    return !s.ended();
-  }
-
-  std::string connect_, root_;
-  std::unique_ptr<Replica> r1_, r2_;
-  std::unique_ptr<v1::LockService::Stub> s1_, s2_;
-  std::unique_ptr<SyncZk> zk_;
   std::map<std::string, uint64_t> tokens_;
 };
 
@@ -179,7 +137,7 @@ TEST_F(KindsTest, ReadersWatchTheNearestWriterAndAWriterItsPredecessor) {
   }
 
   uint64_t lists_before = r1_->zk().call_count(ZkOp::kGetChildren) + r2_->zk().call_count(ZkOp::kGetChildren);
-  int64_t deleted_before = Mntr("zk_sum_node_deleted_watch_count");
+  int64_t deleted_before = MntrValue("zk_sum_node_deleted_watch_count");
   Release(*writer);
   std::set<uint64_t> tokens;
   for (int i = 0; i < kReaders; ++i) tokens.insert(Granted(*readers[i], "reader-" + std::to_string(i)));
@@ -188,18 +146,18 @@ TEST_F(KindsTest, ReadersWatchTheNearestWriterAndAWriterItsPredecessor) {
   EXPECT_EQ(r1_->zk().call_count(ZkOp::kGetChildren) + r2_->zk().call_count(ZkOp::kGetChildren),
             lists_before);
   // One notification per session that watched the writer's node.
-  EXPECT_EQ(Mntr("zk_sum_node_deleted_watch_count") - deleted_before, 2);
+  EXPECT_EQ(MntrValue("zk_sum_node_deleted_watch_count") - deleted_before, 2);
   EXPECT_TRUE(StillWaiting(*late_writer));
 
   // A reader that is not the late writer's predecessor leaves: the only
   // watch that fires is its own holder's watch on its own node (on its own
   // replica's session); the late writer's replica hears nothing, and the
   // late writer still waits.
-  deleted_before = Mntr("zk_sum_node_deleted_watch_count");
+  deleted_before = MntrValue("zk_sum_node_deleted_watch_count");
   const uint64_t r2_events = r2_->zk().watch_events();
   Release(*readers[0]);  // on r1
   ASSERT_TRUE(ContendersBecome("herd-rw", kReaders));
-  EXPECT_EQ(Mntr("zk_sum_node_deleted_watch_count") - deleted_before, 1);
+  EXPECT_EQ(MntrValue("zk_sum_node_deleted_watch_count") - deleted_before, 1);
   EXPECT_EQ(r2_->zk().watch_events(), r2_events);
   EXPECT_TRUE(StillWaiting(*late_writer));
   // The rest leave (the predecessor first: its departure notifies the late

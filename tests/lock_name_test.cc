@@ -216,6 +216,36 @@ TEST(ContenderNameTest, Prefix) {
             "x-0123456789abcdef-");
   EXPECT_EQ(ContenderNodePrefix(ContenderKind::kShared, kUid),
             "s-0123456789abcdef-");
+  EXPECT_EQ(ContenderNodePrefix(ContenderKind::kSemaphore, kUid, 3),
+            "n3-0123456789abcdef-");
+}
+
+// A semaphore contender carries its N in its node name, so every contender
+// (on any replica) sees each other's N from a listing alone.
+TEST(ContenderNameTest, SemaphoreNamesCarryTheirN) {
+  for (int32_t n : {1, 3, 10, 1000, kMaxSemaphoreHoldersEver}) {
+    const std::string node = ContenderNodePrefix(ContenderKind::kSemaphore, kUid, n) + "0000000042";
+    std::optional<ContenderName> parsed = ParseContenderName(node);
+    ASSERT_TRUE(parsed.has_value()) << node;
+    EXPECT_EQ(parsed->kind, ContenderKind::kSemaphore);
+    EXPECT_EQ(parsed->max_holders, n);
+    EXPECT_EQ(parsed->uid, kUid);
+    EXPECT_EQ(parsed->sequence, 42);
+    EXPECT_EQ(parsed->node, node);
+    auto lease = ParseLeaseId(FormatLeaseId("lock", node));
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_EQ(lease->contender.max_holders, n);
+  }
+  EXPECT_EQ(ParseContenderName("x-0123456789abcdef-0000000042")->max_holders, 0);
+  // Only what ContenderNodePrefix writes: no N, N = 0, a leading zero, too
+  // large, a sign, or a missing dash.
+  for (const char* bad : {"n-0123456789abcdef-0000000042", "n0-0123456789abcdef-0000000042",
+                          "n03-0123456789abcdef-0000000042", "n100001-0123456789abcdef-0000000042",
+                          "n1000000-0123456789abcdef-0000000042", "n+3-0123456789abcdef-0000000042",
+                          "n30123456789abcdef-0000000042", "n3-0123456789abcdef-000000042",
+                          "n", "n3"}) {
+    EXPECT_FALSE(ParseContenderName(bad).has_value()) << bad;
+  }
 }
 
 TEST(ContenderNameTest, ParsesValidNames) {
@@ -386,6 +416,25 @@ void ExpectInfoEq(const ContenderInfo& a, const ContenderInfo& b) {
   EXPECT_EQ(a.revoke_id, b.revoke_id);
   EXPECT_EQ(a.revoke_by, b.revoke_by);
   EXPECT_EQ(a.revoke_reason, b.revoke_reason);
+  EXPECT_EQ(a.granted_unix_ms, b.granted_unix_ms);
+}
+
+// A semaphore holder's grant mark (issue 21): one optional line.
+TEST(ContenderInfoTest, GrantMarkLine) {
+  ContenderInfo info;
+  info.owner = "o";
+  info.replica_id = "r";
+  info.renewals = 1;
+  info.granted_unix_ms = 1764000000123;
+  const std::string data = EncodeContenderInfo(info);
+  EXPECT_EQ(data,
+            "turnstile-contender v1\nowner=o\nreplica_id=r\nstarted_unix_ms=0\nttl_ms=0\n"
+            "renewals=1\ngranted_unix_ms=1764000000123\n");
+  auto decoded = DecodeContenderInfo(data);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectInfoEq(*decoded, info);
+  info.granted_unix_ms = 0;
+  EXPECT_EQ(EncodeContenderInfo(info).find("granted"), std::string::npos);
 }
 
 // The renewal and revocation lines (issue 12) appear only when set.

@@ -147,5 +147,106 @@ TEST(Decide, AContenderNotInTheViewDecidesWhereItWouldStand) {
   EXPECT_TRUE(Decide(q, 0, ContenderKind::kExclusive).holds);
 }
 
+// A semaphore contender's node name: "n<N>-<uid>-<seq>".
+std::string SemNode(int32_t n, int32_t seq, char uid_letter) {
+  char buf[80];
+  std::snprintf(buf, sizeof(buf), "n%d-%s-%010d", n, std::string(16, uid_letter).c_str(), seq);
+  return buf;
+}
+
+// N = 3, [A B C | D E F]: the first three hold; D (exactly 3 ahead) is the
+// first waiter, blocked by every holder ahead; E and F by their
+// predecessors only.
+TEST(Decide, SemaphoreFirstNHoldFirstWaiterWatchesEveryHolderOthersTheirPredecessor) {
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back(SemNode(3, 10 + i, static_cast<char>('a' + i)));
+  auto q = View(nodes);
+  for (int32_t seq : {10, 11, 12}) {
+    EXPECT_TRUE(Decide(q, seq, ContenderKind::kSemaphore, 3).holds) << seq;
+  }
+  auto d = Decide(q, 13, ContenderKind::kSemaphore, 3);
+  EXPECT_FALSE(d.holds);
+  EXPECT_TRUE(d.first_waiter);
+  ASSERT_EQ(d.blockers.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(d.blockers[i]->node, nodes[i]) << i;  // queue order
+  for (int32_t seq : {14, 15}) {
+    auto w = Decide(q, seq, ContenderKind::kSemaphore, 3);
+    EXPECT_FALSE(w.holds);
+    EXPECT_FALSE(w.first_waiter);
+    ASSERT_EQ(w.blockers.size(), 1u);
+    EXPECT_EQ(w.blockers[0]->node, nodes[seq - 10 - 1]);
+  }
+}
+
+// Holders leaving out of order: B leaves; D, the first waiter, now holds
+// (the rule is work-conserving), and E (2 + D = 3 ahead) becomes the first
+// waiter, blocked by A, C and D.
+TEST(Decide, SemaphoreHolderLeavingOutOfOrderLetsTheFirstWaiterHold) {
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 5; ++i) nodes.push_back(SemNode(3, 10 + i, static_cast<char>('a' + i)));
+  auto q = View(nodes);
+  ASSERT_TRUE(q.Erase(11, nodes[1]));
+  EXPECT_TRUE(Decide(q, 13, ContenderKind::kSemaphore, 3).holds);
+  auto e = Decide(q, 14, ContenderKind::kSemaphore, 3);
+  ASSERT_EQ(e.blockers.size(), 3u);
+  EXPECT_EQ(e.blockers[0]->node, nodes[0]);
+  EXPECT_EQ(e.blockers[1]->node, nodes[2]);
+  EXPECT_EQ(e.blockers[2]->node, nodes[3]);
+}
+
+TEST(Decide, SemaphoreOfOneIsAMutex) {
+  auto q = View({SemNode(1, 1, 'a'), SemNode(1, 2, 'b'), SemNode(1, 3, 'c')});
+  EXPECT_TRUE(Decide(q, 1, ContenderKind::kSemaphore, 1).holds);
+  for (int32_t seq : {2, 3}) {
+    auto d = Decide(q, seq, ContenderKind::kSemaphore, 1);
+    EXPECT_FALSE(d.holds);
+    EXPECT_EQ(d.first_waiter, seq == 2);  // the one right behind the holder
+    ASSERT_EQ(d.blockers.size(), 1u);
+    EXPECT_EQ(d.blockers[0]->node, SemNode(1, seq - 1, static_cast<char>('a' + seq - 2)));
+  }
+}
+
+// Kinds do not mix, nor Ns: a contender is refused for a disagreeing entry
+// AHEAD of it only (the earliest keeps the lock; nobody queued is disturbed).
+TEST(FirstDisagreeingAhead, RefusesOnlyForADisagreeingEntryAhead) {
+  auto q = View({SemNode(3, 1, 'a'), SemNode(3, 2, 'b'), SemNode(2, 3, 'c'), Node('x', 4, "dddddddddddddddd"),
+                 Node('s', 5, "eeeeeeeeeeeeeeee")});
+  EXPECT_EQ(FirstDisagreeingAhead(q, 1, ContenderKind::kSemaphore, 3), nullptr);
+  EXPECT_EQ(FirstDisagreeingAhead(q, 2, ContenderKind::kSemaphore, 3), nullptr);
+  // N = 2 behind two N = 3 entries: refused, naming the nearest.
+  const LockQueue::Entry* c = FirstDisagreeingAhead(q, 3, ContenderKind::kSemaphore, 2);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->node, SemNode(3, 2, 'b'));
+  EXPECT_EQ(c->max_holders, 3);
+  // An exclusive and a shared contender behind semaphore entries: refused.
+  const LockQueue::Entry* x = FirstDisagreeingAhead(q, 4, ContenderKind::kExclusive);
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->node, SemNode(2, 3, 'c'));
+  ASSERT_NE(FirstDisagreeingAhead(q, 5, ContenderKind::kShared), nullptr);
+  // A semaphore contender behind an exclusive one: refused.
+  auto m = View({Node('x', 1, "aaaaaaaaaaaaaaaa"), Node('s', 2, "bbbbbbbbbbbbbbbb"), SemNode(2, 3, 'c')});
+  ASSERT_NE(FirstDisagreeingAhead(m, 3, ContenderKind::kSemaphore, 2), nullptr);
+  EXPECT_EQ(FirstDisagreeingAhead(m, 3, ContenderKind::kSemaphore, 2)->node,
+            Node('s', 2, "bbbbbbbbbbbbbbbb"));
+  // Mutex and read/write contenders mix as before.
+  EXPECT_EQ(FirstDisagreeingAhead(m, 2, ContenderKind::kShared), nullptr);
+  // The view keeps its counts through erases: once the disagreeing entries
+  // are gone, nothing disagrees.
+  ASSERT_TRUE(m.Erase(1, Node('x', 1, "aaaaaaaaaaaaaaaa")));
+  ASSERT_TRUE(m.Erase(2, Node('s', 2, "bbbbbbbbbbbbbbbb")));
+  EXPECT_FALSE(m.AnyDisagreeing(ContenderKind::kSemaphore, 2));
+  EXPECT_TRUE(m.AnyDisagreeing(ContenderKind::kSemaphore, 3));
+  EXPECT_TRUE(m.AnyDisagreeing(ContenderKind::kExclusive, 0));
+}
+
+// A reader never passes a semaphore's entry (it would be refused, but until
+// then it counts as a blocker, not as a fellow reader).
+TEST(Decide, AReaderIsBlockedByASemaphoreEntryAhead) {
+  auto q = View({SemNode(2, 1, 'a'), Node('s', 2, "bbbbbbbbbbbbbbbb")});
+  auto d = Decide(q, 2, ContenderKind::kShared);
+  EXPECT_FALSE(d.holds);
+  EXPECT_EQ(d.blockers[0]->node, SemNode(2, 1, 'a'));
+}
+
 }  // namespace
 }  // namespace turnstile

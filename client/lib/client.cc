@@ -931,7 +931,13 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   SetDuration(options.wait_timeout, open.mutable_wait_timeout());
   SetDuration(options.ttl, open.mutable_ttl());
   open.mutable_metadata()->insert(options.metadata.begin(), options.metadata.end());
-  open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
+  if (options.max_holders > 0) {
+    // With `shared` too, the server refuses the mix (INVALID_ARGUMENT).
+    open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_SEMAPHORE);
+    open.set_max_holders(options.max_holders);
+  } else {
+    open.set_kind(options.shared ? v1::LOCK_KIND_SHARED : v1::LOCK_KIND_EXCLUSIVE);
+  }
   SetDuration(options.lock_delay, open.mutable_lock_delay());
   open.set_revoke_holders(options.revoke_holders);
   open.set_revoke_reason(options.revoke_reason);

@@ -120,6 +120,11 @@ struct AcquireOptions {
   // A shared (read) hold: coexists with other shared holders of the name,
   // excludes exclusive ones; FIFO across both kinds (LOCK_KIND_SHARED).
   bool shared = false;
+  // Above 0: one of an N-holder (counting) semaphore with N = max_holders
+  // (LOCK_KIND_SEMAPHORE): at most N hold at once, FIFO. Every contender of
+  // the name must ask the same N (FAILED_PRECONDITION otherwise); not with
+  // `shared`, `lock_delay` or `revoke_holders`.
+  int32_t max_holders = 0;
   // Lock-delay (0..60 s): if this hold ends involuntarily (lost, released by
   // lease id by someone else, this process gone without releasing), the
   // next grant waits this long. A clean Release hands over at once.

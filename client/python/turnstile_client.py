@@ -377,6 +377,10 @@ class Contender:
     replica_id: str
     position: int
     kind: str
+    max_holders: int = 0  # a semaphore contender's N
+    # When a holder was granted, where known (a semaphore holder's grant
+    # mark; an exclusive/shared holder only on the replica that granted it).
+    granted: Optional[datetime.datetime] = None
 
 
 @dataclass
@@ -384,6 +388,7 @@ class Description:
     name: str
     holders: List[Contender] = field(default_factory=list)
     waiters: List[Contender] = field(default_factory=list)
+    max_holders: int = 0  # a semaphore's N; 0 for an exclusive/shared lock
 
 
 class LockNames(list):
@@ -483,7 +488,7 @@ class Client:
                 grace: float = 15.0, shared: bool = False,
                 on_revoke: Optional[Callable[[str, str], None]] = None,
                 revoke_holders: bool = False, revoke_reason: str = "",
-                lock_delay: float = 0.0) -> Lock:
+                lock_delay: float = 0.0, max_holders: int = 0) -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
         shared=True: a read hold (LOCK_KIND_SHARED), together with other
@@ -493,6 +498,9 @@ class Client:
         revoke_holders=True: once queued, ask the holders ahead to let go.
         lock_delay (0..60 s): if this hold ends involuntarily, the next
         grant waits this long; a clean release hands over at once.
+        max_holders=N > 0: one of an N-holder semaphore (LOCK_KIND_SEMAPHORE):
+        at most N hold at once, FIFO; every contender of the name must ask
+        the same N (FAILED_PRECONDITION otherwise).
         Returns a held Lock, or raises TurnstileError with the status code
         the stream ended with (FAILED_PRECONDITION: try-once on a held lock;
         DEADLINE_EXCEEDED: the wait timed out; ...). If the server does not
@@ -505,7 +513,7 @@ class Client:
             try:
                 return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
                                           shared, on_revoke, revoke_holders, revoke_reason,
-                                          lock_delay)
+                                          lock_delay, max_holders)
             except TurnstileError as e:
                 # CANCELLED here comes from the server side (a replica that
                 # shuts down cancels the calls it still has): retried too.
@@ -519,12 +527,18 @@ class Client:
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
                       shared=False, on_revoke=None, revoke_holders=False,
-                      revoke_reason="", lock_delay=0.0) -> Lock:
+                      revoke_reason="", lock_delay=0.0, max_holders=0) -> Lock:
         pb = self._pb2
+        if shared:
+            kind = pb.LOCK_KIND_SHARED  # with max_holders too: the server refuses the mix
+        elif max_holders > 0:
+            kind = pb.LOCK_KIND_SEMAPHORE
+        else:
+            kind = pb.LOCK_KIND_EXCLUSIVE
         open_msg = pb.AcquireOpen(
             name=name, owner=owner, metadata=metadata or {},
             wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
-            kind=pb.LOCK_KIND_SHARED if shared else pb.LOCK_KIND_EXCLUSIVE,
+            kind=kind, max_holders=max_holders,
             revoke_holders=revoke_holders, revoke_reason=revoke_reason,
             lock_delay=_duration(lock_delay))
         lock = Lock(self, name, open_msg, on_revoke)
@@ -604,7 +618,7 @@ class Client:
             raise TurnstileError.from_rpc(e) from None
         conv = self._contender
         return Description(r.name, [conv(c) for c in r.holders],
-                           [conv(c) for c in r.waiters])
+                           [conv(c) for c in r.waiters], r.max_holders)
 
     def list(self, prefix: str = "", limit: int = 0) -> LockNames:
         """Names of locks with holders or waiters, in byte order."""
@@ -620,5 +634,8 @@ class Client:
     def _contender(self, c) -> Contender:
         since = (c.since.ToDatetime(tzinfo=datetime.timezone.utc)
                  if c.HasField("since") else None)
+        granted = (c.granted.ToDatetime(tzinfo=datetime.timezone.utc)
+                   if c.HasField("granted") else None)
         return Contender(c.owner, dict(c.metadata), since, c.fencing_token,
-                         c.replica_id, c.position, self._pb2.LockKind.Name(c.kind))
+                         c.replica_id, c.position, self._pb2.LockKind.Name(c.kind),
+                         c.max_holders, granted)
