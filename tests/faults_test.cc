@@ -498,6 +498,39 @@ TEST_F(FaultsTest, LostCreateReplyOfAReaderFindsItsSharedNode) {
   EXPECT_TRUE(ContendersBecome("lost-reader", 0));
 }
 
+// Issue 21 must-show 4: a semaphore contender whose create reply is lost
+// finds its own node by uid (its name carries N) and holds beside the
+// holder already there; the next waits; one node each, none left after.
+TEST_F(FaultsTest, LostCreateReplyOfASemaphoreContenderFindsItsNode) {
+  FaultySession* fs = nullptr;
+  auto r = StartFaultyReplica(&fs);  // on the shared server, 6 s session timeout
+  auto stub = NewStub(r->address());
+  v1::AcquireOpen open = OpenMsg("lost-permit", milliseconds(20000));
+  open.set_kind(v1::LOCK_KIND_SEMAPHORE);
+  open.set_max_holders(2);
+  AcquireStream first(stub.get(), open);
+  ASSERT_TRUE(first.Await(AcquireEvent::ACQUIRED));
+  fs->LoseNextCreateReply();
+  AcquireStream second(stub.get(), open);
+  ASSERT_TRUE(second.Await(AcquireEvent::ACQUIRED)) << "the second permit was not taken";
+  AcquireStream third(stub.get(), open);
+  ASSERT_TRUE(third.Await(AcquireEvent::QUEUED));
+  EXPECT_FALSE(fs->created_but_lost_.empty());
+  EXPECT_EQ(fs->contender_creates.load(), 3);  // found, not created again
+  EXPECT_EQ(r->engine().stats().recovered_creates, 1u);
+  auto nodes = zk_->Contenders(LockPath("lost-permit"));
+  ASSERT_EQ(nodes.size(), 3u);
+  for (const std::string& n : nodes) EXPECT_EQ(n.rfind("n2-", 0), 0u) << n;
+  second.SendRelease();
+  ASSERT_TRUE(second.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(third.Await(AcquireEvent::ACQUIRED));
+  first.SendRelease();
+  third.SendRelease();
+  ASSERT_TRUE(first.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(third.Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(ContendersBecome("lost-permit", 0));
+}
+
 // Issue 11: a create whose reply was lost, found again by its uid when the
 // lock is already full, fails the wait with RESOURCE_EXHAUSTED and deletes
 // the adopted node (else everyone behind it waits until the session ends).

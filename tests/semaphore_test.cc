@@ -14,6 +14,8 @@
 #include <random>
 #include <thread>
 
+#include <csignal>
+
 #include "tests/two_replicas.h"
 
 namespace turnstile::testing {
@@ -391,6 +393,132 @@ TEST_F(SemaphoreTest, AHolderReplicaGoneFreesItsPermitToTheFirstWaiter) {
     EXPECT_TRUE(s->Await(AcquireEvent::RELEASED));
   }
   EXPECT_TRUE(ContendersBecome("fault", 0));
+}
+
+// Must-show 4: replicas killed (kill -9: their nodes go only when ZooKeeper
+// expires their sessions, 2 s here). A holder's replica killed: its permit
+// goes to the first waiter. The first waiter's replica killed: the waiter
+// behind it takes the role (its predecessor is gone; it lists once more
+// and watches the holders) and holds when a holder leaves. Nothing is left
+// behind and never more than N hold.
+TEST_F(SemaphoreTest, KilledReplicasFreeTheirPermitsAndPassOnTheFirstWaitersRole) {
+  auto holder_proc = SpawnReplicaProcess(
+      {"--zk", connect_, "--zk-root", root_, "--zk-session-timeout", "2s"});
+  auto waiter_proc = SpawnReplicaProcess(
+      {"--zk", connect_, "--zk-root", root_, "--zk-session-timeout", "2s"});
+  ASSERT_TRUE(holder_proc && waiter_proc);
+  auto hs = NewStub(holder_proc->address);
+  auto ws = NewStub(waiter_proc->address);
+  bool held = false;
+  auto a = Join(s1_.get(), SemOpen("killed", 2, "A"), &held);
+  ASSERT_TRUE(held);
+  auto b = Join(hs.get(), SemOpen("killed", 2, "B"), &held);  // on the replica killed first
+  ASSERT_TRUE(held);
+  auto c = Join(s2_.get(), SemOpen("killed", 2, "C"), &held);  // the first waiter
+  ASSERT_FALSE(held);
+  auto d = Join(ws.get(), SemOpen("killed", 2, "D"), &held);  // on the replica killed next
+  ASSERT_FALSE(held);
+  auto e = Join(s1_.get(), SemOpen("killed", 2, "E"), &held);
+  ASSERT_FALSE(held);
+  ASSERT_TRUE(ContendersBecome("killed", 5));
+
+  holder_proc->process->Signal(SIGKILL);
+  ASSERT_TRUE(c->Await(AcquireEvent::ACQUIRED, milliseconds(20000)))
+      << "the first waiter did not get the killed holder's permit";
+  ASSERT_TRUE(ContendersBecome("killed", 4));
+  EXPECT_TRUE(StillWaiting(*e));
+
+  // D is the first waiter now (C's grant mark woke it); its replica dies.
+  waiter_proc->process->Signal(SIGKILL);
+  ASSERT_TRUE(ContendersBecome("killed", 3, milliseconds(20000)));
+  EXPECT_TRUE(StillWaiting(*e));
+  v1::DescribeResponse resp;
+  ASSERT_TRUE(Describe(s2_.get(), "killed", &resp).ok());
+  ASSERT_EQ(resp.holders_size(), 2);
+  EXPECT_EQ(resp.holders(0).owner(), "A");
+  EXPECT_EQ(resp.holders(1).owner(), "C");
+  ASSERT_EQ(resp.waiters_size(), 1);
+  EXPECT_EQ(resp.waiters(0).owner(), "E");
+  // E took over D's role: A's release reaches it.
+  a->SendRelease();
+  ASSERT_TRUE(a->Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(e->Await(AcquireEvent::ACQUIRED)) << "the next waiter did not take the role";
+  for (auto* s : {c.get(), e.get()}) {
+    s->SendRelease();
+    EXPECT_TRUE(s->Await(AcquireEvent::RELEASED));
+  }
+  EXPECT_TRUE(ContendersBecome("killed", 0));
+  EXPECT_TRUE(holder_proc->process->Wait(milliseconds(10000)));
+  EXPECT_TRUE(waiter_proc->process->Wait(milliseconds(10000)));
+}
+
+// Must-show 4: ZooKeeper restarted (within the session timeout) with
+// holders and waiters in place: holders SUSPENDED then RESUMED, waiters
+// keep their places and watches, and the permits move on as before.
+TEST_F(SemaphoreTest, ZooKeeperRestartKeepsHoldersAndWaitersInPlace) {
+  auto server = ZkServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string connect = (*server)->ConnectString();
+  const std::string root = UniqueRoot("sem-restart");
+  ReplicaConfig cfg = TestConfig(connect, root);
+  cfg.zk_session_timeout = milliseconds(20000);
+  auto x = StartReplica(cfg);
+  auto y = StartReplica(cfg);
+  ASSERT_TRUE(x && y);
+  auto xs = NewStub(x->address());
+  auto ys = NewStub(y->address());
+  bool held = false;
+  auto a = Join(xs.get(), SemOpen("restart", 2, "A"), &held);
+  ASSERT_TRUE(held);
+  auto b = Join(ys.get(), SemOpen("restart", 2, "B"), &held);
+  ASSERT_TRUE(held);
+  auto c = Join(ys.get(), SemOpen("restart", 2, "C"), &held);
+  ASSERT_FALSE(held);
+  auto d = Join(xs.get(), SemOpen("restart", 2, "D"), &held);
+  ASSERT_FALSE(held);
+
+  ASSERT_TRUE((*server)->Stop().ok());
+  ASSERT_TRUE(a->Await(AcquireEvent::SUSPENDED));
+  ASSERT_TRUE(b->Await(AcquireEvent::SUSPENDED));
+  ASSERT_TRUE((*server)->Restart().ok());
+  ASSERT_TRUE(a->Await(AcquireEvent::RESUMED, milliseconds(30000)));
+  ASSERT_TRUE(b->Await(AcquireEvent::RESUMED, milliseconds(30000)));
+  EXPECT_TRUE(StillWaiting(*c));
+  EXPECT_TRUE(StillWaiting(*d));
+  SyncZk check(connect);
+  ASSERT_EQ(check.Contenders(root + "/" + EncodeLockName("restart")).size(), 4u);
+
+  // B leaves (out of order): C, the first waiter, holds; then A leaves: D.
+  b->SendRelease();
+  ASSERT_TRUE(b->Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(c->Await(AcquireEvent::ACQUIRED, milliseconds(20000)));
+  EXPECT_TRUE(StillWaiting(*d));
+  a->SendRelease();
+  ASSERT_TRUE(a->Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(d->Await(AcquireEvent::ACQUIRED, milliseconds(20000)));
+  for (auto* s : {c.get(), d.get()}) {
+    s->SendRelease();
+    EXPECT_TRUE(s->Await(AcquireEvent::RELEASED));
+  }
+  EXPECT_TRUE(WaitFor([&] { return check.Contenders(root + "/" + EncodeLockName("restart")).empty(); },
+                      milliseconds(20000)));
+}
+
+// Describe's grant times: a semaphore holder's from its mark, on any
+// replica; an exclusive holder's only on the replica that granted it.
+TEST_F(SemaphoreTest, DescribeShowsGrantTimesWhereKnown) {
+  bool held = false;
+  auto x = Join(s1_.get(), OpenMsg("mutex-granted", milliseconds(60000), "X"), &held);
+  ASSERT_TRUE(held);
+  v1::DescribeResponse here, there;
+  ASSERT_TRUE(Describe(s1_.get(), "mutex-granted", &here).ok());
+  ASSERT_TRUE(Describe(s2_.get(), "mutex-granted", &there).ok());
+  ASSERT_EQ(here.holders_size(), 1);
+  ASSERT_EQ(there.holders_size(), 1);
+  EXPECT_TRUE(here.holders(0).has_granted());
+  EXPECT_GE(here.holders(0).granted().seconds(), here.holders(0).since().seconds());
+  EXPECT_FALSE(there.holders(0).has_granted());
+  EXPECT_EQ(here.max_holders(), 0);
 }
 
 }  // namespace

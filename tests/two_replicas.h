@@ -53,10 +53,10 @@ class TwoReplicaTest : public ::testing::Test {
   std::string LockPath(const std::string& name) const {
     return root_ + "/" + EncodeLockName(name);
   }
-  // Waits (20 s at most) until `name` has `n` contender nodes.
-  bool ContendersBecome(const std::string& name, size_t n) {
-    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; },
-                   milliseconds(20000));
+  // Waits (`timeout` at most) until `name` has `n` contender nodes.
+  bool ContendersBecome(const std::string& name, size_t n,
+                        milliseconds timeout = milliseconds(20000)) {
+    return WaitFor([&] { return zk_->Contenders(LockPath(name)).size() == n; }, timeout);
   }
   static grpc::Status Describe(v1::LockService::Stub* stub, const std::string& name,
                                v1::DescribeResponse* resp) {
