@@ -1833,6 +1833,9 @@ std::vector<LockLoad> LockEngine::LockLoads() const {
       const Contender& c = *it->second;
       if (load.name.empty()) load.name = c.params.name;
       if (load.first_id == 0 || id < load.first_id) load.first_id = id;
+      if (c.params.kind == ContenderKind::kSemaphore) {
+        load.max_holders = std::max(load.max_holders, c.params.max_holders);
+      }
       if (c.state == State::kHeld) {
         ++load.holders;
       } else if (c.waiting() && c.sink) {

@@ -134,6 +134,7 @@ struct LockLoad {
   uint64_t first_id = 0;  // lowest contender id: arrival order
   int64_t waiters = 0;
   int64_t holders = 0;
+  int32_t max_holders = 0;  // a semaphore's N (from this replica's contenders), else 0
 };
 
 // Receives one contender's events. Called outside the engine's lock, never

@@ -91,6 +91,11 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                                      "(lock=\"_overflow\" sums locks past --metrics-max-locks, "
                                      "lock=\"_hidden\" those outside --metrics-lock-prefixes).",
                                      prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily permits{"turnstile_lock_max_holders",
+                                     "A semaphore's N (how many may hold it at once), for each "
+                                     "semaphore with contenders on this replica whose name "
+                                     "has its own series; absent for exclusive and shared locks.",
+                                     prometheus::MetricType::Gauge, {}};
     {
       std::lock_guard<std::mutex> l(mu_);
       // A lock keeps its label while it has contenders.
@@ -118,6 +123,10 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                                                {{"lock", load.name}}));
           holders.metric.push_back(GaugeMetric(static_cast<double>(load.holders),
                                                {{"lock", load.name}}));
+          if (load.max_holders > 0) {
+            permits.metric.push_back(GaugeMetric(static_cast<double>(load.max_holders),
+                                                 {{"lock", load.name}}));
+          }
         } else {
           overflow = true;
           over_waiters += load.waiters;
@@ -140,6 +149,7 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> out;
     out.push_back(std::move(waiters));
     out.push_back(std::move(holders));
+    if (!permits.metric.empty()) out.push_back(std::move(permits));
     bool all_up = std::all_of(sessions_.begin(), sessions_.end(),
                               [](ZkSession* s) { return s->connected(); });
     out.push_back({"turnstile_zk_session_up",

@@ -72,7 +72,7 @@ TURNSTILE = {
     "turnstile_zk_request_errors_total", "turnstile_zk_session_up",
     "turnstile_zk_session_expirations_total", "turnstile_zk_watch_events_total",
     "turnstile_open_streams", "turnstile_grpc_requests_total", "turnstile_serving",
-    "turnstile_revocations_total", "turnstile_locks_in_delay",
+    "turnstile_revocations_total", "turnstile_locks_in_delay", "turnstile_lock_max_holders",
 }
 for h in HIST:
     TURNSTILE |= {h + "_bucket", h + "_sum", h + "_count"}

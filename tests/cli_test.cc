@@ -175,6 +175,42 @@ TEST_F(CliTest, SharedRunsBesideAnotherReader) {
   EXPECT_EQ(exclusive->Wait(milliseconds(20000)), std::optional<int>(75));
 }
 
+// Issue 21: `turnstile run --max-holders N` takes a permit of a semaphore
+// beside a gRPC holder; a try-once finds all permits taken (exit 75); a
+// disagreeing N is an error (exit 1); `describe` shows N and the holders.
+TEST_F(CliTest, RunTakesASemaphorePermitAndDescribeShowsN) {
+  v1::AcquireOpen open = OpenMsg("pool", milliseconds(10000), "grpc-permit");
+  open.set_kind(v1::LOCK_KIND_SEMAPHORE);
+  open.set_max_holders(2);
+  AcquireStream permit(stub_.get(), open);
+  ASSERT_TRUE(permit.Await(AcquireEvent::ACQUIRED));
+  // While the CLI holds the second permit, a third try-once is refused.
+  const std::string out = dir_ + "/describe.txt";
+  const std::string inner = std::string(CLI_PATH) + " --server " + replica_->address() +
+                            " describe pool > " + out + "; " + CLI_PATH + " --server " +
+                            replica_->address() +
+                            " run pool --max-holders 2 --timeout 0 -- /bin/true; exit $?";
+  auto run = ChildProcess::Spawn(Cli({"run", "pool", "--max-holders", "2", "--timeout", "0", "--",
+                                      "/bin/sh", "-c", inner}));
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->Wait(milliseconds(20000)), std::optional<int>(75));
+  const std::string text = ReadFile(out);
+  EXPECT_NE(text.find("SEMAPHORE max_holders=2 holders=2 waiters=0"), std::string::npos) << text;
+  EXPECT_NE(text.find("HOLDER position=1 owner=grpc-permit"), std::string::npos) << text;
+  // Another N: FAILED_PRECONDITION (exit 75, as every refusal to grant),
+  // saying why.
+  const std::string err = dir_ + "/other-n.txt";
+  const int status = std::system((std::string(CLI_PATH) + " --server " + replica_->address() +
+                                  " run pool --max-holders 3 --timeout 0 -- /bin/true 2> " + err)
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 75);
+  EXPECT_NE(ReadFile(err).find("a semaphore of max_holders 2"), std::string::npos) << ReadFile(err);
+  auto bad = ChildProcess::Spawn(Cli({"run", "pool", "--max-holders", "-1", "--", "/bin/true"}));
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->Wait(milliseconds(20000)), std::optional<int>(2));
+}
+
 // Issue 12 must-show 4: `turnstile revoke` reaches a `turnstile run` holder,
 // which passes it to the command as SIGTERM (the command exits, the lock is
 // released); with --on-revoke ignore the command keeps running and the lock

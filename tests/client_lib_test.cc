@@ -592,6 +592,45 @@ TEST_F(ClientLibTest, TryOnceAndWaitTimeoutCodes) {
   EXPECT_TRUE(free_once.ok()) << free_once.status();
 }
 
+// Issue 21: AcquireOptions.max_holders: N permits through the library,
+// the N + 1st waits (position 1: next in line) and holds once a permit is
+// released; tokens grow in grant order; another N is refused.
+TEST_F(ClientLibTest, SemaphorePermits) {
+  auto sem = [](milliseconds wait, const std::string& owner, int32_t n = 2) {
+    auto o = Opts(wait, owner);
+    o.max_holders = n;
+    return o;
+  };
+  auto first = c1_->Acquire("permits", sem(milliseconds(5000), "first"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = c2_->Acquire("permits", sem(milliseconds(5000), "second"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->fencing_token(), first->fencing_token());
+  auto full = c2_->Acquire("permits", sem(milliseconds(0), "third"));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kFailedPrecondition) << full.status();
+  EXPECT_NE(full.status().message().find("all 2 permits held"), std::string::npos)
+      << full.status();
+  auto other = c1_->Acquire("permits", sem(milliseconds(5000), "other", 3));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+  EXPECT_TRUE(ContendersBecome("permits", 2));
+
+  Positions queued;
+  std::future<absl::StatusOr<tc::Lock>> waiter = std::async(std::launch::async, [&] {
+    auto o = sem(milliseconds(10000), "third");
+    o.on_queued = queued.Callback();
+    return c1_->Acquire("permits", o);
+  });
+  ASSERT_TRUE(queued.AwaitAny(milliseconds(10000)));
+  EXPECT_EQ(queued.seen().front(), 1);
+  ASSERT_TRUE(first->Release().ok());  // out of grant order would do as well
+  auto third = Get(waiter);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_GT(third->fencing_token(), second->fencing_token());
+  ASSERT_TRUE(second->Release().ok());
+  ASSERT_TRUE(third->Release().ok());
+  EXPECT_TRUE(ContendersBecome("permits", 0));
+}
+
 // A waiter whose replica drains (rolling restart) is told UNAVAILABLE; the
 // library opens the wait again until its timeout, and through a target that
 // lists several replicas the retry reaches a live one. With retries off the

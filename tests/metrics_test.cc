@@ -300,6 +300,31 @@ TEST_F(MetricsTest, SharedHoldersAndRevocations) {
   EXPECT_TRUE(GaugesBecome(name, 0, 0));
 }
 
+// A semaphore (issue 21): holders per lock up to N, and N itself as
+// turnstile_lock_max_holders; no such series for a mutex.
+TEST_F(MetricsTest, SemaphoreHoldersAndTheirN) {
+  StartWithCap(100);
+  const std::string name = "m-sem";
+  std::vector<std::unique_ptr<AcquireStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    v1::AcquireOpen open = OpenMsg(name, milliseconds(30000), "permit");
+    open.set_kind(v1::LOCK_KIND_SEMAPHORE);
+    open.set_max_holders(3);
+    streams.push_back(std::make_unique<AcquireStream>(stub_.get(), open));
+    ASSERT_TRUE(streams.back()->Next()) << i;
+  }
+  AcquireStream mutex(stub_.get(), OpenMsg("m-mutex", milliseconds(30000)));
+  ASSERT_TRUE(mutex.Await(AcquireEvent::ACQUIRED));
+  EXPECT_TRUE(GaugesBecome(name, 1, 3));
+  auto all = Samples();
+  EXPECT_EQ(Lock(all, "turnstile_lock_max_holders", name), 3);
+  EXPECT_EQ(Lock(all, "turnstile_lock_max_holders", "m-mutex"), -1);  // absent
+  streams.clear();
+  EXPECT_TRUE(GaugesBecome(name, 0, 0));
+  EXPECT_TRUE(WaitFor([&] { return Lock(Samples(), "turnstile_lock_max_holders", name) == -1; },
+                      milliseconds(15000)));
+}
+
 TEST_F(MetricsTest, EmptyListenDisablesMetrics) {
   ReplicaConfig cfg = TestConfig(SharedZkServer().ConnectString(), UniqueRoot("nometrics"));
   cfg.metrics_listen = "";

@@ -438,15 +438,27 @@ TEST_F(MonitoringLiveTest, DashboardAndAlertsShowTheLiveWorkload) {
   AcquireStream behind_delay(a, OpenMsg("mon-delay", kLong));
   ASSERT_TRUE(behind_delay.Await(AcquireEvent::QUEUED));
   ASSERT_TRUE(delayed.Await(AcquireEvent::LOST));  // lease expired: A puts the lock in delay
-  std::map<std::string, double> holders2, in_delay, revocations;
+  // Issue 21: a semaphore of 3 with 2 holders (on both replicas): the
+  // holder panel shows its holders and its N.
+  v1::AcquireOpen sem_open = OpenMsg("mon-sem", kLong);
+  sem_open.set_kind(v1::LOCK_KIND_SEMAPHORE);
+  sem_open.set_max_holders(3);
+  AcquireStream permit1(a, sem_open), permit2(b, sem_open);
+  ASSERT_TRUE(permit1.Await(AcquireEvent::ACQUIRED));
+  ASSERT_TRUE(permit2.Await(AcquireEvent::ACQUIRED));
+  std::map<std::string, double> holders2, permits, in_delay, revocations;
   EXPECT_TRUE(WaitFor([&] {
     holders2 = PanelBy("Holders by lock#A", "lock");
+    permits = PanelBy("Holders by lock#B", "lock");
     in_delay = PanelBy("Locks in lock-delay#A", "instance");
-    return holders2["mon-shared"] == 2 && in_delay[instances_[0]] == 1 &&
+    return holders2["mon-shared"] == 2 && holders2["mon-sem"] == 2 && permits["mon-sem"] == 3 &&
+           in_delay[instances_[0]] == 1 &&
            prom_->Scalar("sum(turnstile_revocations_total{step=\"requested\"})") == 1 &&
            prom_->Scalar("sum(turnstile_revocations_total{step=\"delivered\"})") == 1;
   }, milliseconds(60000), milliseconds(200)))
-      << "shared holders " << holders2["mon-shared"] << ", in delay " << in_delay[instances_[0]];
+      << "shared holders " << holders2["mon-shared"] << ", semaphore holders "
+      << holders2["mon-sem"] << " of " << permits["mon-sem"] << ", in delay "
+      << in_delay[instances_[0]];
   EXPECT_EQ(in_delay[instances_[1]], 0);
   revocations = PanelBy("Revocations by step#A", "step");
   EXPECT_GT(revocations["requested"], 0);

@@ -410,6 +410,49 @@ lock.release()
   EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
 }
 
+// Issue 21: the Python client takes a permit of a semaphore of 2 beside a
+// C++ holder; a third (try-once) is refused; one with another N is refused
+// with FAILED_PRECONDITION; Describe shows N and the holders' grant times.
+TEST_F(PythonInteropTest, PythonSemaphorePermitBesideACppHolder) {
+  v1::AcquireOpen open = OpenMsg("py-pool", milliseconds(60000), "cpp-permit");
+  open.set_kind(v1::LOCK_KIND_SEMAPHORE);
+  open.set_max_holders(2);
+  AcquireStream cpp(s2_.get(), open);
+  ASSERT_TRUE(cpp.Await(AcquireEvent::ACQUIRED));
+  const std::string script = R"PY(
+import sys, time
+from turnstile_client import Client, TurnstileError
+c = Client(sys.argv[1])
+lock = c.acquire("py-pool", wait_timeout=0, owner="py-permit", max_holders=2)
+print("PERMIT", lock.state, flush=True)
+for n, what in ((2, "THIRD"), (3, "OTHER-N")):
+    try:
+        c.acquire("py-pool", wait_timeout=0, owner="py-more", max_holders=n)
+        print(what, "granted", flush=True)
+    except TurnstileError as e:
+        print(what, e.code.name, flush=True)
+for _ in range(100):  # the grant marks are written just after the grants
+    d = c.describe("py-pool")
+    if all(h.granted is not None for h in d.holders):
+        break
+    time.sleep(0.05)
+print("DESCRIBE", d.max_holders, len(d.holders), d.holders[0].kind, d.holders[1].max_holders,
+      all(h.granted is not None for h in d.holders), flush=True)
+lock.release()
+)PY";
+  auto child = SpawnScript(script, {r1_->address()});
+  ASSERT_TRUE(child);
+  EXPECT_EQ(child->AwaitLine("PERMIT", milliseconds(30000)),
+            std::optional<std::string>("PERMIT held"));
+  EXPECT_EQ(child->AwaitLine("THIRD", milliseconds(30000)),
+            std::optional<std::string>("THIRD FAILED_PRECONDITION"));
+  EXPECT_EQ(child->AwaitLine("OTHER-N", milliseconds(30000)),
+            std::optional<std::string>("OTHER-N FAILED_PRECONDITION"));
+  EXPECT_EQ(child->AwaitLine("DESCRIBE", milliseconds(30000)),
+            std::optional<std::string>("DESCRIBE 2 2 LOCK_KIND_SEMAPHORE 2 True"));
+  EXPECT_EQ(child->Wait(milliseconds(20000)), std::optional<int>(0));
+}
+
 // Issue 12: the Python client hears a revocation request (on_revoke) made
 // through the other replica by Client.revoke, and releases in answer.
 TEST_F(PythonInteropTest, PythonHolderHearsRevokeAndLetsGo) {
