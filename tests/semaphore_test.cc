@@ -170,6 +170,8 @@ TEST_F(SemaphoreTest, ThreePermitsTwentyFourContendersThreeHundredGrants) {
   const int64_t notifications_before = Notifications();
   const uint64_t own_before = OwnWatchFires();
   const int64_t child_watches_before = MntrValue("zk_sum_node_children_watch_count");
+  const uint64_t listings_before = r1_->zk().call_count(ZkOp::kGetChildren) +
+                                   r2_->zk().call_count(ZkOp::kGetChildren);
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   std::vector<std::thread> threads;
   for (int i = 0; i < kContenders; ++i) {
@@ -269,6 +271,13 @@ TEST_F(SemaphoreTest, ThreePermitsTwentyFourContendersThreeHundredGrants) {
   EXPECT_LE(notifications + static_cast<int64_t>(OwnWatchFires() - own_before),
             3 * static_cast<int64_t>(holds.size()));
   EXPECT_EQ(MntrValue("zk_sum_node_children_watch_count"), child_watches_before);
+  // Listings: at most two per contender (when it joins, when it becomes the
+  // first waiter); the replicas coalesce concurrent ones per lock.
+  const uint64_t listings = r1_->zk().call_count(ZkOp::kGetChildren) +
+                            r2_->zk().call_count(ZkOp::kGetChildren) - listings_before;
+  std::printf("listings: %llu for %zu contenders\n", static_cast<unsigned long long>(listings),
+              holds.size());
+  EXPECT_LE(listings, 2 * holds.size());
 }
 
 // Must-show 3: a contender asking another N, and an exclusive one on the

@@ -17,7 +17,8 @@ bool SameInfo(const turnstile::ContenderInfo& a, const turnstile::ContenderInfo&
          a.started_unix_ms == b.started_unix_ms && a.ttl_ms == b.ttl_ms &&
          a.lock_delay_ms == b.lock_delay_ms && a.renewals == b.renewals &&
          a.revoke_id == b.revoke_id && a.revoke_by == b.revoke_by &&
-         a.revoke_reason == b.revoke_reason && a.identity == b.identity;
+         a.revoke_reason == b.revoke_reason && a.identity == b.identity &&
+         a.granted_unix_ms == b.granted_unix_ms;
 }
 
 }  // namespace
@@ -33,7 +34,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (name.has_value()) {
     if (name->node != in || name->uid.size() != 16) std::abort();
     auto again = turnstile::ParseContenderName(name->node);
-    if (!again || again->sequence != name->sequence || again->kind != name->kind) std::abort();
+    if (!again || again->sequence != name->sequence || again->kind != name->kind ||
+        again->max_holders != name->max_holders) {
+      std::abort();
+    }
+    // The prefix a create would use, plus the sequence, is the name itself.
+    if (turnstile::ContenderNodePrefix(name->kind, name->uid, name->max_holders) +
+            in.substr(in.size() - (name->sequence < -999999999 ? 11 : 10)) != in) {
+      std::abort();
+    }
+    if ((name->kind == turnstile::ContenderKind::kSemaphore) != (name->max_holders > 0)) {
+      std::abort();
+    }
   }
   auto info = turnstile::DecodeContenderInfo(in);
   if (info.ok()) {
