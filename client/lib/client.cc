@@ -1002,6 +1002,49 @@ absl::Status Client::Revoke(const std::string& lease_id, const std::string& reas
   return FromGrpc(impl_->stub->Revoke(&ctx, req, &resp));
 }
 
+absl::StatusOr<Description> Client::Describe(const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::DescribeRequest req;
+  req.set_name(name);
+  v1::DescribeResponse resp;
+  if (absl::Status s = FromGrpc(impl_->stub->Describe(&ctx, req, &resp)); !s.ok()) return s;
+  auto convert = [](const v1::Contender& c) {
+    Contender out;
+    out.owner = c.owner();
+    out.metadata.insert(c.metadata().begin(), c.metadata().end());
+    out.fencing_token = c.fencing_token();
+    out.replica_id = c.replica_id();
+    out.identity = c.identity();
+    out.position = c.position();
+    out.kind = c.kind() == v1::LOCK_KIND_SHARED      ? "SHARED"
+               : c.kind() == v1::LOCK_KIND_SEMAPHORE ? "SEMAPHORE"
+                                                     : "EXCLUSIVE";
+    out.max_holders = c.max_holders();
+    return out;
+  };
+  Description d;
+  d.name = resp.name();
+  d.max_holders = resp.max_holders();
+  for (const auto& c : resp.holders()) d.holders.push_back(convert(c));
+  for (const auto& c : resp.waiters()) d.waiters.push_back(convert(c));
+  return d;
+}
+
+absl::StatusOr<LockNames> Client::List(const std::string& prefix, int limit) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::ListRequest req;
+  req.set_prefix(prefix);
+  req.set_limit(limit);
+  v1::ListResponse resp;
+  if (absl::Status s = FromGrpc(impl_->stub->List(&ctx, req, &resp)); !s.ok()) return s;
+  LockNames out;
+  out.names.assign(resp.names().begin(), resp.names().end());
+  out.truncated = resp.truncated();
+  return out;
+}
+
 // ---- Lock ----
 
 class Lock::Hold {

@@ -48,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -146,6 +147,28 @@ struct AcquireOptions {
 
 class Lock;
 
+// One contender of a lock, as Describe shows it.
+struct Contender {
+  std::string owner;
+  std::map<std::string, std::string> metadata;
+  uint64_t fencing_token = 0;
+  std::string replica_id;
+  std::string identity;  // verified (mutual TLS), "" without
+  int64_t position = 0;  // 1-based, queue order
+  std::string kind;      // "EXCLUSIVE", "SHARED" or "SEMAPHORE"
+  int32_t max_holders = 0;  // a semaphore contender's N
+};
+struct Description {
+  std::string name;
+  int32_t max_holders = 0;  // a semaphore's N; 0 for other locks
+  std::vector<Contender> holders;  // in grant order
+  std::vector<Contender> waiters;  // in queue order
+};
+struct LockNames {
+  std::vector<std::string> names;
+  bool truncated = false;  // more matched than `limit`
+};
+
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
@@ -163,6 +186,11 @@ class Client {
   // Asks the holder of `lease_id` to let go (requester: default_owner).
   // NOT_FOUND if the lease is gone.
   absl::Status Revoke(const std::string& lease_id, const std::string& reason);
+  // Holders and waiters of `name`; NOT_FOUND if it has none.
+  absl::StatusOr<Description> Describe(const std::string& name);
+  // Names of locks with holders or waiters, in byte order, starting with
+  // `prefix`; limit 0 = the server's default (1000).
+  absl::StatusOr<LockNames> List(const std::string& prefix, int limit = 0);
 
   class Impl;
 

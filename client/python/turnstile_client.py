@@ -121,8 +121,12 @@ class Lock:
     """One Acquire stream. Obtained from Client.acquire(); a context manager
     that releases on exit."""
 
-    def __init__(self, client: "Client", name: str, open_msg, on_revoke=None):
+    def __init__(self, client: "Client", name: str, open_msg, on_revoke=None,
+                 on_queued=None):
         self._client = client
+        # on_queued(position): the wait's place in the queue (1 = next in
+        # line), whenever it changes; called on the reader thread.
+        self._on_queued = on_queued
         # on_revoke(requester, reason): someone asked this holder to let go
         # (REVOKE_REQUESTED); called on the reader thread; the holder decides.
         self._on_revoke = on_revoke
@@ -252,9 +256,11 @@ class Lock:
         start_keepalive = False
         start_watchdog = False
         revoke = None
+        queued = None
         with self._cond:
             if ev.type == T.QUEUED:
                 self.position = ev.queued.position
+                queued = self.position
             elif ev.type == T.ACQUIRED:
                 a = ev.acquired
                 self.lease_id = a.lease_id
@@ -309,6 +315,8 @@ class Lock:
             self._keepalive = threading.Thread(
                 target=self._renew, name="turnstile-lock-keepalive", daemon=True)
             self._keepalive.start()
+        if queued is not None and self._on_queued is not None:
+            self._on_queued(queued)
         if revoke is not None and self._on_revoke is not None:
             self._on_revoke(*revoke)
         if start_watchdog:
@@ -488,7 +496,8 @@ class Client:
                 grace: float = 15.0, shared: bool = False,
                 on_revoke: Optional[Callable[[str, str], None]] = None,
                 revoke_holders: bool = False, revoke_reason: str = "",
-                lock_delay: float = 0.0, max_holders: int = 0) -> Lock:
+                lock_delay: float = 0.0, max_holders: int = 0,
+                on_queued: Optional[Callable[[int], None]] = None) -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
         shared=True: a read hold (LOCK_KIND_SHARED), together with other
@@ -498,6 +507,8 @@ class Client:
         revoke_holders=True: once queued, ask the holders ahead to let go.
         lock_delay (0..60 s): if this hold ends involuntarily, the next
         grant waits this long; a clean release hands over at once.
+        on_queued(position): called while waiting, with the queue position
+        (1 = next in line) whenever it changes.
         max_holders=N > 0: one of an N-holder semaphore (LOCK_KIND_SEMAPHORE):
         at most N hold at once, FIFO; every contender of the name must ask
         the same N (FAILED_PRECONDITION otherwise).
@@ -513,7 +524,7 @@ class Client:
             try:
                 return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
                                           shared, on_revoke, revoke_holders, revoke_reason,
-                                          lock_delay, max_holders)
+                                          lock_delay, max_holders, on_queued)
             except TurnstileError as e:
                 # CANCELLED here comes from the server side (a replica that
                 # shuts down cancels the calls it still has): retried too.
@@ -527,7 +538,8 @@ class Client:
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
                       shared=False, on_revoke=None, revoke_holders=False,
-                      revoke_reason="", lock_delay=0.0, max_holders=0) -> Lock:
+                      revoke_reason="", lock_delay=0.0, max_holders=0,
+                      on_queued=None) -> Lock:
         pb = self._pb2
         if shared:
             kind = pb.LOCK_KIND_SHARED  # with max_holders too: the server refuses the mix
@@ -541,7 +553,7 @@ class Client:
             kind=kind, max_holders=max_holders,
             revoke_holders=revoke_holders, revoke_reason=revoke_reason,
             lock_delay=_duration(lock_delay))
-        lock = Lock(self, name, open_msg, on_revoke)
+        lock = Lock(self, name, open_msg, on_revoke, on_queued)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:
             with lock._cond:

@@ -1,0 +1,42 @@
+# The cross-language conformance suite (issue 22): every scenario of
+# tests/conformance/scenarios.json for every client language, each its own
+# ctest entry (label conformance), run by tests/conformance/harness.py
+# against a ZooKeeper and turnstiled processes it starts. The languages
+# built so far: C++ (the runner below) and Python; "mixed" runs the
+# contention scenario with clients of every language at once.
+add_executable(conformance_runner_cpp conformance/runner_cpp.cc)
+target_link_libraries(conformance_runner_cpp PRIVATE turnstile::client turnstile::proto
+                      absl::strings)
+target_include_directories(conformance_runner_cpp PRIVATE ${PROJECT_SOURCE_DIR})
+
+add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
+                  turnstile_python_stubs)
+
+file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_json)
+string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")
+foreach(entry ${conformance_names})
+  string(REGEX REPLACE "\"name\": \"([a-z_]+)\"" "\\1" scenario "${entry}")
+  foreach(lang cpp python)
+    add_test(NAME conformance_${lang}_${scenario}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
+                     --build ${CMAKE_BINARY_DIR} --lang ${lang} ${scenario})
+    set_tests_properties(conformance_${lang}_${scenario} PROPERTIES TIMEOUT 300
+                         LABELS conformance)
+  endforeach()
+endforeach()
+add_test(NAME conformance_mixed_fenced_exclusion
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
+                 --build ${CMAKE_BINARY_DIR} --lang mixed fenced_exclusion)
+set_tests_properties(conformance_mixed_fenced_exclusion PROPERTIES TIMEOUT 300
+                     LABELS conformance)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json)
+
+# The harness itself: with a "library" that grants everything at once with
+# falling tokens, the contention scenario must fail, naming the fenced
+# register or the overlap.
+add_test(NAME conformance_harness_catches_a_broken_library
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
+                 --build ${CMAKE_BINARY_DIR} --lang broken fenced_exclusion)
+set_tests_properties(conformance_harness_catches_a_broken_library PROPERTIES TIMEOUT 300
+                     LABELS conformance
+                     PASS_REGULAR_EXPRESSION "FAIL fenced_exclusion \\[broken\\]: .*(fenced register|still held)")
