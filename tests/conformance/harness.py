@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|go|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
@@ -143,6 +143,9 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "go":  # built by client/go/build.sh (CMake target turnstile_go)
+        return [os.environ.get("TURNSTILE_GO_RUNNER")
+                or os.path.join(build, "go", "bin", "conformance-runner")]
     if lang == "broken":  # the harness's own test (broken_runner.py)
         return ["/usr/bin/python3", os.path.join(HERE, "broken_runner.py")]
     raise Failure("no runner for language %r" % lang)
@@ -497,7 +500,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, mixed (every built language, round robin), or broken "
+                    help="cpp, python, go, mixed (every built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -508,7 +511,7 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python"] if args.lang == "mixed" else [args.lang]
+    langs = ["cpp", "python", "go"] if args.lang == "mixed" else [args.lang]
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()
