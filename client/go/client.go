@@ -171,7 +171,7 @@ func New(target string, opts ...ClientOption) (*Client, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	dial := []grpc.DialOption{}
+	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}))}
 	dialTarget := target
 	serverName := ""
 	if addrs := staticAddresses(target); addrs != nil {
@@ -240,13 +240,41 @@ func ctxError(ctx context.Context, what string) error {
 	return status.Errorf(codes.Canceled, "%s: %v", what, ctx.Err())
 }
 
+// retryUnary runs a unary call, again with backoff (50 ms doubling to 1 s)
+// while it fails UNAVAILABLE (a replica without ZooKeeper yet, draining or
+// unreachable: through a multi-replica target the retry reaches another),
+// until ctx ends. Every unary call of turnstile is safe to repeat (Release
+// of a gone lease answers NOT_FOUND; a newer Revoke replaces an older one).
+func (c *Client) retryUnary(ctx context.Context, call func(context.Context) error) error {
+	backoff := nextBackoff(0)
+	for {
+		err := call(ctx)
+		if err == nil || status.Code(err) != codes.Unavailable || !c.opts.retry {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Add(backoff).Before(dl) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = nextBackoff(backoff)
+	}
+}
+
 // Release deletes the contender named by a lease id (any replica);
 // NOT_FOUND if it is already gone.
 func (c *Client) Release(ctx context.Context, leaseID string) error {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	_, err := c.stub.Release(ctx, &pb.ReleaseRequest{LeaseId: leaseID})
-	return err
+	return c.retryUnary(ctx, func(ctx context.Context) error {
+		_, err := c.stub.Release(ctx, &pb.ReleaseRequest{LeaseId: leaseID})
+		return err
+	})
 }
 
 // Revoke asks the holder of a lease to let go (cooperative); it decides.
@@ -254,8 +282,10 @@ func (c *Client) Release(ctx context.Context, leaseID string) error {
 func (c *Client) Revoke(ctx context.Context, leaseID, requester, reason string) error {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	_, err := c.stub.Revoke(ctx, &pb.RevokeRequest{LeaseId: leaseID, Requester: requester, Reason: reason})
-	return err
+	return c.retryUnary(ctx, func(ctx context.Context) error {
+		_, err := c.stub.Revoke(ctx, &pb.RevokeRequest{LeaseId: leaseID, Requester: requester, Reason: reason})
+		return err
+	})
 }
 
 // LeaseStatus is one lease's answer to KeepAlive.
@@ -351,7 +381,11 @@ func contender(c *pb.Contender) Contender {
 func (c *Client) Describe(ctx context.Context, name string) (*Description, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	r, err := c.stub.Describe(ctx, &pb.DescribeRequest{Name: name})
+	var r *pb.DescribeResponse
+	err := c.retryUnary(ctx, func(ctx context.Context) (err error) {
+		r, err = c.stub.Describe(ctx, &pb.DescribeRequest{Name: name})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +408,11 @@ func (c *Client) Describe(ctx context.Context, name string) (*Description, error
 func (c *Client) List(ctx context.Context, prefix string, limit int32) (names []string, truncated bool, err error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	r, err := c.stub.List(ctx, &pb.ListRequest{Prefix: prefix, Limit: limit})
+	var r *pb.ListResponse
+	err = c.retryUnary(ctx, func(ctx context.Context) (err error) {
+		r, err = c.stub.List(ctx, &pb.ListRequest{Prefix: prefix, Limit: limit})
+		return err
+	})
 	if err != nil {
 		return nil, false, err
 	}
