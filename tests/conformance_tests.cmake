@@ -2,21 +2,41 @@
 # tests/conformance/scenarios.json for every client language, each its own
 # ctest entry (label conformance), run by tests/conformance/harness.py
 # against a ZooKeeper and turnstiled processes it starts. The languages
-# built so far: C++ (the runner below) and Python; "mixed" runs the
+# built so far: C++ (the runner below), Python and Go; "mixed" runs the
 # contention scenario with clients of every language at once.
 add_executable(conformance_runner_cpp conformance/runner_cpp.cc)
 target_link_libraries(conformance_runner_cpp PRIVATE turnstile::client turnstile::proto
                       absl::strings)
 target_include_directories(conformance_runner_cpp PRIVATE ${PROJECT_SOURCE_DIR})
 
+# The Go client library (client/go) and its runner: client/go/build.sh
+# generates the stubs with protoc and builds offline in GOPATH mode against
+# Debian's Go packages (deploy/debian-packages.txt) into ${CMAKE_BINARY_DIR}/go
+# (bin/conformance-runner; the harness finds it there, or at
+# $TURNSTILE_GO_RUNNER).
+file(GLOB_RECURSE turnstile_go_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/client/go/*.go)
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/go/build.stamp
+                   COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go
+                   DEPENDS ${turnstile_go_sources} ${PROJECT_SOURCE_DIR}/client/go/build.sh
+                           ${PROJECT_SOURCE_DIR}/protos/turnstile/v1/lock.proto
+                   COMMENT "Go client library and conformance runner (client/go/build.sh)"
+                   VERBATIM)
+add_custom_target(turnstile_go ALL DEPENDS ${CMAKE_BINARY_DIR}/go/build.stamp)
+
 add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
-                  turnstile_python_stubs)
+                  turnstile_python_stubs turnstile_go)
+
+# The Go library's unit tests (watchdog timing with an injected clock,
+# option validation, retry backoff): `go test`, offline, no server.
+add_test(NAME go_client_unit_test
+         COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go test)
+set_tests_properties(go_client_unit_test PROPERTIES TIMEOUT 300)
 
 file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_json)
 string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")
 foreach(entry ${conformance_names})
   string(REGEX REPLACE "\"name\": \"([a-z_]+)\"" "\\1" scenario "${entry}")
-  foreach(lang cpp python)
+  foreach(lang cpp python go)
     add_test(NAME conformance_${lang}_${scenario}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
                      --build ${CMAKE_BINARY_DIR} --lang ${lang} ${scenario})

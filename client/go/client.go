@@ -120,8 +120,11 @@ func (f TLSFiles) TLSConfig() (*tls.Config, error) {
 	if (f.CertFile == "") != (f.KeyFile == "") {
 		return nil, invalid("TLS: the client certificate and key files go together")
 	}
-	if f.CAFile == "" {
+	if f.CAFile == "" && f.CertFile != "" {
 		return nil, invalid("TLS: a client certificate needs a CA file (it is only sent over TLS)")
+	}
+	if f.CAFile == "" {
+		return nil, invalid("TLS: no CA file")
 	}
 	pem, err := ioutil.ReadFile(f.CAFile)
 	if err != nil {
