@@ -30,7 +30,7 @@ fi
 mkdir -p "$src" "$out/bin" "$out/cache"
 # A fresh copy of the sources (no symlinks: the go tool resolves them badly).
 find "$src" -mindepth 1 -maxdepth 1 ! -name turnstilepb -exec rm -rf {} +
-(cd "$here" && tar --exclude=./go.mod --exclude=./go.sum --exclude=./turnstilepb -cf - .) | (cd "$src" && tar -xf -)
+(cd "$here" && tar --exclude=./go.mod --exclude=./go.sum --exclude=./turnstilepb --exclude=./gen-stubs.sh -cf - .) | (cd "$src" && tar -xf -)
 mkdir -p "$src/turnstilepb"
 protoc -I "$top/protos" \
   --go_out="$src/turnstilepb" --go_opt=paths=source_relative \
@@ -45,5 +45,7 @@ go build ./...
 # Built aside and renamed: a runner still running keeps its old file.
 go build -o "$out/bin/.conformance-runner.new" ./cmd/conformance-runner
 mv -f "$out/bin/.conformance-runner.new" "$out/bin/conformance-runner"
+go build -o "$out/bin/.example.new" ./cmd/example
+mv -f "$out/bin/.example.new" "$out/bin/turnstile-go-example"
 go vet ./...
 touch "$out/build.stamp"

@@ -1,0 +1,12 @@
+// For builds against current upstream gRPC in module mode (generate the
+// stubs first: client/go/gen-stubs.sh). The project itself builds and tests
+// this library offline in GOPATH mode against Debian's packages (build.sh):
+// Go 1.19, gRPC 1.33, protobuf-go 1.28; see the README's Go section.
+module turnstile/client/go
+
+go 1.21
+
+require (
+	google.golang.org/grpc v1.64.0
+	google.golang.org/protobuf v1.34.1
+)
