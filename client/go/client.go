@@ -245,14 +245,15 @@ func ctxError(ctx context.Context, what string) error {
 
 // retryUnary runs a unary call, again with backoff (50 ms doubling to 1 s)
 // while it fails UNAVAILABLE (a replica without ZooKeeper yet, draining or
-// unreachable: through a multi-replica target the retry reaches another),
-// until ctx ends. Every unary call of turnstile is safe to repeat (Release
+// unreachable: through a multi-replica target the retry reaches another)
+// or CANCELLED by a replica shutting down, until ctx ends. Every unary call of turnstile is safe to repeat (Release
 // of a gone lease answers NOT_FOUND; a newer Revoke replaces an older one).
 func (c *Client) retryUnary(ctx context.Context, call func(context.Context) error) error {
 	backoff := nextBackoff(0)
 	for {
 		err := call(ctx)
-		if err == nil || status.Code(err) != codes.Unavailable || !c.opts.retry {
+		// CANCELLED while ctx is live comes from a replica shutting down.
+		if err == nil || !retryable(err) || ctx.Err() != nil || !c.opts.retry {
 			return err
 		}
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Add(backoff).Before(dl) {
