@@ -18,7 +18,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"io/ioutil"
 	"net"
 	"os"
@@ -515,5 +514,3 @@ func (c *Client) lockOnce(ctx context.Context, name string, o *lockOptions, wait
 		return nil, status.Errorf(codes.DeadlineExceeded, "no answer from %s within %v", c.target, wait+o.grace)
 	}
 }
-
-var _ = fmt.Sprint

@@ -1,7 +1,6 @@
 package turnstile
 
 import (
-	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -238,5 +237,3 @@ func retryable(err error) bool {
 	c := status.Code(err)
 	return c == codes.Unavailable || c == codes.Canceled
 }
-
-var _ = fmt.Sprintf

@@ -144,8 +144,12 @@ def runner_argv(lang, build):
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
     if lang == "go":  # built by client/go/build.sh (CMake target turnstile_go)
-        return [os.environ.get("TURNSTILE_GO_RUNNER")
-                or os.path.join(build, "go", "bin", "conformance-runner")]
+        path = (os.environ.get("TURNSTILE_GO_RUNNER")
+                or os.path.join(build, "go", "bin", "conformance-runner"))
+        if not os.access(path, os.X_OK):
+            raise Failure("no Go runner at %s: build the CMake target turnstile_go "
+                          "(client/go/build.sh BUILD/go) or set TURNSTILE_GO_RUNNER" % path)
+        return [path]
     if lang == "broken":  # the harness's own test (broken_runner.py)
         return ["/usr/bin/python3", os.path.join(HERE, "broken_runner.py")]
     raise Failure("no runner for language %r" % lang)
