@@ -389,6 +389,9 @@ class Contender:
     # When a holder was granted, where known (a semaphore holder's grant
     # mark; an exclusive/shared holder only on the replica that granted it).
     granted: Optional[datetime.datetime] = None
+    # The verified identity of the client that opened it (mutual TLS: its
+    # certificate's first URI SAN, else DNS SAN, else CN); "" without.
+    identity: str = ""
 
 
 @dataclass
@@ -650,4 +653,4 @@ class Client:
                    if c.HasField("granted") else None)
         return Contender(c.owner, dict(c.metadata), since, c.fencing_token,
                          c.replica_id, c.position, self._pb2.LockKind.Name(c.kind),
-                         c.max_holders, granted)
+                         c.max_holders, granted, c.identity)

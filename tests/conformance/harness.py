@@ -100,6 +100,40 @@ class ZooKeeper:
         self.log.close()
 
 
+def make_pki(tmp, clients):
+    """A CA, a server certificate for 127.0.0.1 and one client certificate
+    per client (URI SAN spiffe://conformance/NAME, clientAuth), made with
+    the openssl command; returns the paths."""
+    d = os.path.join(tmp, "pki")
+    os.makedirs(d)
+
+    def run(*args, stdin=None):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, input=stdin, text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=turnstile-conformance-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def leaf(name, cn, ext):
+        run("req", *ec, "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn)
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext)
+        run("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", name + ".ext")
+        return os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
+
+    pki = {"ca": os.path.join(d, "ca.crt")}
+    pki["server"] = leaf("server", "localhost",
+                         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    for c in clients:
+        pki[c] = leaf("client-" + c, c, "subjectAltName=URI:spiffe://conformance/%s\n"
+                      "extendedKeyUsage=clientAuth\n" % c)
+    return pki
+
+
 class Replica:
     """One turnstiled process."""
 
@@ -159,12 +193,16 @@ def runner_env(lang, build):
 class Client:
     """One runner process: commands in, events out (JSON lines)."""
 
-    def __init__(self, name, lang, build, target, events):
+    def __init__(self, name, lang, build, target, events, tls=None):
         self.name, self.lang = name, lang
+        env = runner_env(lang, build)
+        if tls is not None:  # mutual TLS: the same variables as the CLI's
+            env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
+            env["TURNSTILE_TLS_CERT_FILE"], env["TURNSTILE_TLS_KEY_FILE"] = tls[name]
         self.proc = subprocess.Popen(runner_argv(lang, build) + ["--server", target,
                                                                  "--owner", name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=None, text=True, env=runner_env(lang, build),
+                                     stderr=None, text=True, env=env,
                                      start_new_session=True)
         self._events = events
         threading.Thread(target=self._read, daemon=True).start()
@@ -284,16 +322,21 @@ class Scenario:
         try:
             self.zk = ZooKeeper(tmp)
             root = "/conformance-%d" % os.getpid()
-            for i in range(self.spec.get("replicas", 1)):
-                self.replicas.append(Replica(self.build, self.zk, root, i))
             names = sorted(self.spec["clients"])
+            tls, extra = None, []
+            if self.spec.get("mutual_tls"):
+                tls = make_pki(tmp, names)
+                extra = ["--tls-cert-file", tls["server"][0], "--tls-key-file", tls["server"][1],
+                         "--tls-client-ca-file", tls["ca"]]
+            for i in range(self.spec.get("replicas", 1)):
+                self.replicas.append(Replica(self.build, self.zk, root, i, extra))
             for i, name in enumerate(names):
                 c = self.spec["clients"][name]
                 lang = c.get("lang") or self.langs[i % len(self.langs)]
                 reps = c.get("replicas", [0])
                 addrs = [self.replicas[r].address for r in reps]
                 target = addrs[0] if len(addrs) == 1 else "ipv4:" + ",".join(addrs)
-                self.clients[name] = Client(name, lang, self.build, target, self.events)
+                self.clients[name] = Client(name, lang, self.build, target, self.events, tls)
             for name in names:
                 self.await_event(lambda e, n=name: e["client"] == n and e.get("event") == "ready",
                                  30000, "ready from client %s" % name)
@@ -426,7 +469,7 @@ class Scenario:
             return
         if "error" in reply:
             raise Failure("reply %s" % json.dumps(reply))
-        for key in ("holders", "waiters", "names"):
+        for key in ("holders", "waiters", "names", "holder_identities"):
             if key in expect and reply.get(key) != expect[key]:
                 raise Failure("%s %s, expected %s" % (key, reply.get(key), expect[key]))
 
