@@ -177,6 +177,15 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "java":
+        # client/java/build.sh writes BUILD/java (classes + classpath.txt);
+        # TURNSTILE_JAVA_CLASSES names another build of it (e.g. a worktree's).
+        out = os.environ.get("TURNSTILE_JAVA_CLASSES") or os.path.join(build, "java")
+        with open(os.path.join(out, "classpath.txt")) as f:
+            jars = f.read().strip()
+        return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-cp", os.path.join(out, "classes") + ":" + jars,
+                "io.turnstile.conformance.Runner"]
     if lang == "broken":  # the harness's own test (broken_runner.py)
         return ["/usr/bin/python3", os.path.join(HERE, "broken_runner.py")]
     raise Failure("no runner for language %r" % lang)
@@ -540,7 +549,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, mixed (every built language, round robin), or broken "
+                    help="cpp, python, java, mixed (every built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -551,7 +560,7 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python"] if args.lang == "mixed" else [args.lang]
+    langs = ["cpp", "python", "java"] if args.lang == "mixed" else [args.lang]
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()
