@@ -7,6 +7,7 @@ import io.grpc.StatusRuntimeException;
 import io.grpc.netty.GrpcSslContexts;
 import io.grpc.netty.NegotiationType;
 import io.grpc.netty.NettyChannelBuilder;
+import io.netty.handler.ssl.SslContext;
 import io.netty.handler.ssl.SslContextBuilder;
 import java.io.File;
 import java.time.Duration;
@@ -89,11 +90,21 @@ public final class TurnstileClient implements AutoCloseable {
       cb.usePlaintext();
     } else {
       try {
-        SslContextBuilder ssl = GrpcSslContexts.forClient().trustManager(new File(ca));
-        if (cert != null) {
-          ssl.keyManager(new File(cert), new File(key));
+        File caF = new File(ca);
+        File certF = cert == null ? null : new File(cert);
+        File keyF = key == null ? null : new File(key);
+        SslContext ctx;
+        try {
+          SslContextBuilder ssl = GrpcSslContexts.forClient().trustManager(caF);
+          if (certF != null) {
+            ssl.keyManager(certF, keyF);
+          }
+          ctx = ssl.build();
+        } catch (UnsupportedOperationException | IllegalArgumentException noAlpn) {
+          // Debian's netty: no JDK ALPN negotiator, no tcnative; see TurnstileJdkAlpn
+          ctx = io.netty.handler.ssl.TurnstileJdkAlpn.forClient(caF, certF, keyF);
         }
-        cb.sslContext(ssl.build()).negotiationType(NegotiationType.TLS);
+        cb.sslContext(ctx).negotiationType(NegotiationType.TLS);
       } catch (Exception e) {
         throw new IllegalArgumentException("cannot use the TLS files (" + ca + ", " + cert
             + ", " + key + "): " + e.getMessage(), e);
