@@ -2,7 +2,7 @@
 # tests/conformance/scenarios.json for every client language, each its own
 # ctest entry (label conformance), run by tests/conformance/harness.py
 # against a ZooKeeper and turnstiled processes it starts. The languages
-# built so far: C++ (the runner below) and Python; "mixed" runs the
+# built so far: C++ (the runner below), Python and Java (client/java); "mixed" runs the
 # contention scenario with clients of every language at once.
 add_executable(conformance_runner_cpp conformance/runner_cpp.cc)
 target_link_libraries(conformance_runner_cpp PRIVATE turnstile::client turnstile::proto
@@ -12,11 +12,23 @@ target_include_directories(conformance_runner_cpp PRIVATE ${PROJECT_SOURCE_DIR})
 add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
                   turnstile_python_stubs)
 
+# The Java client (client/java): the library, its conformance runner and its
+# JUnit 5 tests, compiled with javac against Debian's jars into build/java
+# (the harness runs build/java/classes). Always rebuilt: javac of the whole
+# library takes a few seconds.
+add_custom_target(turnstile_java_client ALL
+                  COMMAND ${PROJECT_SOURCE_DIR}/client/java/build.sh ${CMAKE_BINARY_DIR}/java
+                  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+                  COMMENT "Building the Java client (client/java/build.sh)")
+add_test(NAME java_client_unit_test
+         COMMAND ${PROJECT_SOURCE_DIR}/client/java/run-tests.sh ${CMAKE_BINARY_DIR}/java)
+set_tests_properties(java_client_unit_test PROPERTIES TIMEOUT 300 LABELS java)
+
 file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_json)
 string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")
 foreach(entry ${conformance_names})
   string(REGEX REPLACE "\"name\": \"([a-z_]+)\"" "\\1" scenario "${entry}")
-  foreach(lang cpp python)
+  foreach(lang cpp python java)
     add_test(NAME conformance_${lang}_${scenario}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
                      --build ${CMAKE_BINARY_DIR} --lang ${lang} ${scenario})

@@ -7,4 +7,4 @@ OUT=${1:?usage: run-tests.sh OUTDIR}
 CP=$("$HERE/classpath.sh")
 exec java -jar /usr/share/java/junit-platform-console-standalone.jar \
   --class-path "$OUT/test-classes:$OUT/classes:$CP" --scan-class-path "$OUT/test-classes" \
-  --disable-banner --details=tree --fail-if-no-tests
+  --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests

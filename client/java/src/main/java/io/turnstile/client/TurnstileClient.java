@@ -70,6 +70,17 @@ public final class TurnstileClient implements AutoCloseable {
     this.timeout = b.timeout;
     this.retryUnavailable = b.retryUnavailable;
     this.ticker = b.ticker;
+    this.channel = b.channel != null ? b.channel : channel(b);
+    this.async = LockServiceGrpc.newStub(channel);
+    this.blocking = LockServiceGrpc.newBlockingStub(channel);
+    ThreadFactory daemon = daemonThreads("turnstile-timer");
+    ScheduledThreadPoolExecutor s = new ScheduledThreadPoolExecutor(1, daemon);
+    s.setRemoveOnCancelPolicy(true);
+    this.scheduler = s;
+    this.callbackPool = Executors.newCachedThreadPool(daemonThreads("turnstile-callback"));
+  }
+
+  private static ManagedChannel channel(Builder b) {
     NettyChannelBuilder cb = NettyChannelBuilder.forTarget(b.target);
     String ca = b.caFile;
     String cert = b.certFile;
@@ -110,14 +121,7 @@ public final class TurnstileClient implements AutoCloseable {
             + ", " + key + "): " + e.getMessage(), e);
       }
     }
-    this.channel = cb.build();
-    this.async = LockServiceGrpc.newStub(channel);
-    this.blocking = LockServiceGrpc.newBlockingStub(channel);
-    ThreadFactory daemon = daemonThreads("turnstile-timer");
-    ScheduledThreadPoolExecutor s = new ScheduledThreadPoolExecutor(1, daemon);
-    s.setRemoveOnCancelPolicy(true);
-    this.scheduler = s;
-    this.callbackPool = Executors.newCachedThreadPool(daemonThreads("turnstile-callback"));
+    return cb.build();
   }
 
   private static String emptyToNull(String s) {
@@ -421,6 +425,7 @@ public final class TurnstileClient implements AutoCloseable {
     private String certFile;
     private String keyFile;
     private boolean tlsFromEnv = true;
+    private ManagedChannel channel;
 
     private Builder(String target) {
       if (target == null || target.isEmpty()) {
@@ -452,6 +457,9 @@ public final class TurnstileClient implements AutoCloseable {
 
     /** The monotonic clock of the watchdog and the deadlines (tests). */
     public Builder ticker(Ticker t) { ticker = t; return this; }
+
+    /** A channel of one's own (tests: an in-process server); closed by close(). */
+    Builder channel(ManagedChannel c) { channel = c; return this; }
 
     public TurnstileClient build() {
       return new TurnstileClient(this);
