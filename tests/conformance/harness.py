@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|java|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
