@@ -192,7 +192,7 @@ public final class TurnstileClient implements AutoCloseable {
         return acquireOnce(name, options, wait);
       } catch (TurnstileException e) {
         Duration delay = backoff.next();
-        if (!retryUnavailable
+        if (!retryUnavailable || Thread.currentThread().isInterrupted()
             || !Backoff.shouldRetry(e.getCode(), options.tryOnce(), ticker.nanos(), delay, end)) {
           throw e;
         }
