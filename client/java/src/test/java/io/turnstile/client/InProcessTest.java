@@ -20,6 +20,9 @@ import org.junit.jupiter.api.Test;
 import turnstile.v1.Lock.AcquireEvent;
 import turnstile.v1.Lock.AcquireRequest;
 import turnstile.v1.Lock.Acquired;
+import turnstile.v1.Lock.KeepAliveRequest;
+import turnstile.v1.Lock.KeepAliveResponse;
+import turnstile.v1.Lock.LeaseStatus;
 import turnstile.v1.Lock.RevokeRequested;
 import turnstile.v1.LockServiceGrpc;
 
@@ -38,6 +41,7 @@ class InProcessTest {
   }
 
   private final AtomicInteger attempts = new AtomicInteger();
+  private final CountDownLatch renewals = new CountDownLatch(3);
   private final CountDownLatch cancelled = new CountDownLatch(1);
   private final AtomicReference<AcquireRequest> lastOpen = new AtomicReference<>();
 
@@ -67,6 +71,30 @@ class InProcessTest {
 
               @Override
               public void onCompleted() {}
+            };
+          }
+
+          @Override
+          public StreamObserver<KeepAliveRequest> keepAlive(StreamObserver<KeepAliveResponse> out) {
+            return new StreamObserver<KeepAliveRequest>() {
+              @Override
+              public void onNext(KeepAliveRequest r) {
+                KeepAliveResponse.Builder b = KeepAliveResponse.newBuilder();
+                for (String id : r.getLeaseIdsList()) {
+                  b.addLeases(LeaseStatus.newBuilder().setLeaseId(id).setCode(0)
+                      .setValidFor(ms(600)));
+                }
+                out.onNext(b.build());
+                renewals.countDown();
+              }
+
+              @Override
+              public void onError(Throwable t) {}
+
+              @Override
+              public void onCompleted() {
+                out.onCompleted();
+              }
             };
           }
         }).build().start();
@@ -194,5 +222,20 @@ class InProcessTest {
     TurnstileMutex m = client.mutex("L");
     assertFalse(m.acquire(Duration.ZERO));
     assertThrows(IllegalMonitorStateException.class, m::release);
+  }
+
+  @Test
+  void aTtlLeaseIsRenewedWithKeepAlive() throws Exception {
+    start((n, out, open, c) -> grant(out, 13, 60_000, 60_000));
+    Hold h = client.acquire("L", AcquireOptions.builder().ttl(Duration.ofMillis(600)).build());
+    assertEquals(600, lastOpen.get().getOpen().getTtl().getNanos() / 1_000_000);
+    assertTrue(renewals.await(10, TimeUnit.SECONDS), "fewer than 3 KeepAlives in 10 s");
+    assertTrue(h.validUntilNanos().isPresent());
+    assertTrue(h.isHeld());
+    assertTrue(h.release());
+    // the keep-alive client also works on its own
+    var st = client.keepAlive(java.util.List.of("lease-13"));
+    assertEquals(Status.Code.OK, st.get(0).code());
+    assertEquals(Duration.ofMillis(600), st.get(0).validFor());
   }
 }
