@@ -157,6 +157,20 @@ class Replica:
         for _ in self.proc.stdout:
             pass
 
+    def wait_serving(self, build, env, within_s=30):
+        """Until its health check says SERVING (its ZooKeeper session is up):
+        `turnstile health` exits 0 only then."""
+        cli = os.path.join(build, "client", "turnstile")
+        deadline = time.monotonic() + within_s
+        while True:
+            r = subprocess.run([cli, "--server", self.address, "--rpc-timeout", "2s", "health"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if r.returncode == 0:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Failure("replica %d at %s is not serving" % (self.index, self.address))
+            time.sleep(0.05)  # polling the health check: there is no event to wait on
+
     def signal(self, sig):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -330,6 +344,13 @@ class Scenario:
                          "--tls-client-ca-file", tls["ca"]]
             for i in range(self.spec.get("replicas", 1)):
                 self.replicas.append(Replica(self.build, self.zk, root, i, extra))
+            health_env = dict(os.environ)
+            if tls is not None:
+                health_env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
+                health_env["TURNSTILE_TLS_CERT_FILE"], health_env["TURNSTILE_TLS_KEY_FILE"] = \
+                    tls[names[0]]
+            for r in self.replicas:
+                r.wait_serving(self.build, health_env)
             for i, name in enumerate(names):
                 c = self.spec["clients"][name]
                 lang = c.get("lang") or self.langs[i % len(self.langs)]
