@@ -39,6 +39,12 @@ find_program(TURNSTILE_NODE node)
 add_test(NAME node_client_unit_test COMMAND ${TURNSTILE_NODE} --test
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/client/node)
 set_tests_properties(node_client_unit_test PROPERTIES TIMEOUT 120 LABELS node)
+# ... and over TLS and mutual TLS (the TURNSTILE_TLS_* variables), against
+# replicas with a throw-away PKI.
+add_test(NAME node_client_tls_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/node_tls_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(node_client_tls_test PROPERTIES TIMEOUT 300 LABELS node)
 
 # The harness itself: with a "library" that grants everything at once with
 # falling tokens, the contention scenario must fail, naming the fenced
