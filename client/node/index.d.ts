@@ -137,6 +137,7 @@ export declare class Hold extends EventEmitter {
   on(event: 'lost', listener: (l: LostInfo) => void): this;
   on(event: 'revokeRequested', listener: (r: RevokeInfo) => void): this;
   on(event: 'released', listener: () => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
   once(event: 'queued', listener: (q: QueuedInfo) => void): this;
   once(event: 'acquired', listener: () => void): this;
   once(event: 'suspended', listener: (s: SuspendedInfo) => void): this;
@@ -144,6 +145,7 @@ export declare class Hold extends EventEmitter {
   once(event: 'lost', listener: (l: LostInfo) => void): this;
   once(event: 'revokeRequested', listener: (r: RevokeInfo) => void): this;
   once(event: 'released', listener: () => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 
 /** acquire()'s promise also carries the (waiting) Hold, for 'queued' listeners. */

@@ -583,6 +583,13 @@ class Hold extends EventEmitter {
   async release({ timeout = 10000 } = {}) {
     if (this.state === RELEASED) return true;
     if (this.state === LOST || this.state === FAILED) return false;
+    if (this.state === WAITING) {
+      // Not granted yet: abandon the wait (acquire() rejects with CANCELLED).
+      this._aborted = true;
+      if (this._settle) this._settle(new TurnstileError(Status.CANCELLED, 'released before it was granted'));
+      if (this._call) this._call.cancel();
+      return false;
+    }
     if (!this._releasing) {
       this._releasing = true;
       this._stopTimers();
@@ -682,7 +689,9 @@ class Client {
         return await hold._attempt(built.open, waitTimeout, this.graceMs);
       } catch (e) {
         if (hold._call && hold.state === WAITING) hold._call.cancel();
-        if (hold._aborted) throw abortError(signal);
+        if (hold._aborted) {
+          throw signal && signal.aborted ? abortError(signal) : e;
+        }
         // CANCELLED here comes from the server side (a replica that shuts
         // down cancels the calls it still has): retried too.
         if (!retryable(e) || !this.retryUnavailable || built.waitTimeout <= 0 ||
@@ -693,6 +702,7 @@ class Client {
         if (signal && onAbort) signal.removeEventListener('abort', onAbort);
       }
       await sleep(clock, backoff, signal);
+      if (hold._aborted) throw new TurnstileError(Status.CANCELLED, 'released before it was granted');
       backoff = nextBackoff(backoff);
       waitTimeout = Math.max(end - clock.now(), 1);
     }
@@ -776,12 +786,12 @@ class Client {
         done = true;
         reject(TurnstileError.fromStatus(err));
       });
-      call.on('status', (st) => {
+      call.on('status', (st) => setImmediate(() => {
         if (done) return;
         done = true;
         reject(new TurnstileError(st.code === Status.OK ? Status.UNKNOWN : st.code,
           st.details || 'KeepAlive ended without a response'));
-      });
+      }));
       call.write({ leaseIds });
       call.end();
     });

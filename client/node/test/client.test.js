@@ -495,6 +495,18 @@ test('an AbortSignal cancels the wait (and a retry backoff), never retried', asy
   await assert.rejects(setup().client.acquire('L', { signal: ac3.signal }), (e) => e.codeName === 'CANCELLED');
 });
 
+test('release() of a hold still waiting abandons the wait', async () => {
+  const { clock, stub, client } = setup();
+  stub.onAcquire = (call) => call.send({ type: 'QUEUED', queued: { position: '2', ahead: '1' } });
+  const p = client.acquire('L', { waitTimeout: 10000 });
+  await clock.advance(10);
+  assert.strictEqual(await p.hold.release(), false);
+  await assert.rejects(p, (e) => e.codeName === 'CANCELLED' && /before it was granted/.test(e.message));
+  assert.strictEqual(stub.calls[0].cancelled, true);
+  await clock.advance(5000);
+  assert.strictEqual(stub.calls.length, 1);
+});
+
 // ---- TLS and protos ------------------------------------------------------------------
 
 test('TLS from the TURNSTILE_TLS_* variables, like the CLI', () => {
