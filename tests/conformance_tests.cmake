@@ -45,6 +45,11 @@ add_test(NAME node_client_tls_test
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/node_tls_test.py
                  --build ${CMAKE_BINARY_DIR})
 set_tests_properties(node_client_tls_test PROPERTIES TIMEOUT 300 LABELS node)
+# ... and the API beyond the conformance scenarios against real replicas.
+add_test(NAME node_client_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/node_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(node_client_live_test PROPERTIES TIMEOUT 300 LABELS node)
 
 # The harness itself: with a "library" that grants everything at once with
 # falling tokens, the contention scenario must fail, naming the fenced
