@@ -582,14 +582,14 @@ class Hold extends EventEmitter {
    */
   async release({ timeout = 10000 } = {}) {
     if (this.state === RELEASED) return true;
-    if (this.state === LOST || this.state === FAILED) return false;
-    if (this.state === WAITING) {
+    if (this.state === WAITING || (this.state === FAILED && this._looping)) {
       // Not granted yet: abandon the wait (acquire() rejects with CANCELLED).
       this._aborted = true;
       if (this._settle) this._settle(new TurnstileError(Status.CANCELLED, 'released before it was granted'));
       if (this._call) this._call.cancel();
       return false;
     }
+    if (this.state === LOST || this.state === FAILED) return false;
     if (!this._releasing) {
       this._releasing = true;
       this._stopTimers();
@@ -664,7 +664,10 @@ class Client {
     const hold = new Hold(this, name, built.ttl);
     if (typeof opts.onQueued === 'function') hold.on('queued', opts.onQueued);
     if (typeof opts.onRevokeRequested === 'function') hold.on('revokeRequested', opts.onRevokeRequested);
+    hold._looping = true;
     const p = this._acquireLoop(hold, built, opts.signal);
+    const done = () => { hold._looping = false; };
+    p.then(done, done);
     p.hold = hold;
     return p;
   }

@@ -507,6 +507,20 @@ test('release() of a hold still waiting abandons the wait', async () => {
   assert.strictEqual(stub.calls.length, 1);
 });
 
+test('release() during a retry backoff abandons the wait too', async () => {
+  const { clock, stub, client } = setup();
+  stub.onAcquire = (call) => call.finish(Status.UNAVAILABLE, 'draining');
+  const p = client.acquire('L', { waitTimeout: 10000 });
+  let err = null;
+  p.catch((e) => { err = e; });
+  await clock.advance(20); // the first attempt failed; backing off (50 ms)
+  assert.strictEqual(stub.calls.length, 1);
+  assert.strictEqual(await p.hold.release(), false);
+  await clock.advance(5000);
+  assert.strictEqual(err && err.codeName, 'CANCELLED');
+  assert.strictEqual(stub.calls.length, 1);
+});
+
 // ---- TLS and protos ------------------------------------------------------------------
 
 test('TLS from the TURNSTILE_TLS_* variables, like the CLI', () => {
