@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|node|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
@@ -191,6 +191,8 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "node":
+        return [shutil.which("node") or "/usr/bin/node", os.path.join(HERE, "runner_node.js")]
     if lang == "broken":  # the harness's own test (broken_runner.py)
         return ["/usr/bin/python3", os.path.join(HERE, "broken_runner.py")]
     raise Failure("no runner for language %r" % lang)
@@ -201,6 +203,8 @@ def runner_env(lang, build):
     if lang == "python":
         env["TURNSTILE_PY_STUBS"] = os.path.join(build, "python")
         env["PYTHONPATH"] = os.path.join(TOP, "client", "python")
+    if lang == "node":
+        env["NODE_PATH"] = os.path.join(TOP, "client", "node", "node_modules")
     return env
 
 
@@ -561,7 +565,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, mixed (every built language, round robin), or broken "
+                    help="cpp, python, node, mixed (every built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -572,7 +576,7 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python"] if args.lang == "mixed" else [args.lang]
+    langs = ["cpp", "python", "node"] if args.lang == "mixed" else [args.lang]
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()
