@@ -89,7 +89,7 @@ function main() {
           return;
         }
         say({ req, holders: d.holders.map((c) => c.owner), waiters: d.waiters.map((c) => c.owner),
-          max_holders: d.maxHolders });
+          holder_identities: d.holders.map((c) => c.identity), max_holders: d.maxHolders });
       } else if (cmd.cmd === 'list') {
         const r = await client.list(cmd.prefix || '');
         say({ req, names: r.names });
