@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|java|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|node|java|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
@@ -157,6 +157,20 @@ class Replica:
         for _ in self.proc.stdout:
             pass
 
+    def wait_serving(self, build, env, within_s=30):
+        """Until its health check says SERVING (its ZooKeeper session is up):
+        `turnstile health` exits 0 only then."""
+        cli = os.path.join(build, "client", "turnstile")
+        deadline = time.monotonic() + within_s
+        while True:
+            r = subprocess.run([cli, "--server", self.address, "--rpc-timeout", "2s", "health"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if r.returncode == 0:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Failure("replica %d at %s is not serving" % (self.index, self.address))
+            time.sleep(0.05)  # polling the health check: there is no event to wait on
+
     def signal(self, sig):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -177,6 +191,8 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "node":
+        return [shutil.which("node") or "/usr/bin/node", os.path.join(HERE, "runner_node.js")]
     if lang == "java":
         # client/java/build.sh writes BUILD/java (classes + classpath.txt);
         # TURNSTILE_JAVA_CLASSES names another build of it (e.g. a worktree's).
@@ -196,6 +212,8 @@ def runner_env(lang, build):
     if lang == "python":
         env["TURNSTILE_PY_STUBS"] = os.path.join(build, "python")
         env["PYTHONPATH"] = os.path.join(TOP, "client", "python")
+    if lang == "node":
+        env["NODE_PATH"] = os.path.join(TOP, "client", "node", "node_modules")
     return env
 
 
@@ -339,6 +357,13 @@ class Scenario:
                          "--tls-client-ca-file", tls["ca"]]
             for i in range(self.spec.get("replicas", 1)):
                 self.replicas.append(Replica(self.build, self.zk, root, i, extra))
+            health_env = dict(os.environ)
+            if tls is not None:
+                health_env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
+                health_env["TURNSTILE_TLS_CERT_FILE"], health_env["TURNSTILE_TLS_KEY_FILE"] = \
+                    tls[names[0]]
+            for r in self.replicas:
+                r.wait_serving(self.build, health_env)
             for i, name in enumerate(names):
                 c = self.spec["clients"][name]
                 lang = c.get("lang") or self.langs[i % len(self.langs)]
@@ -549,7 +574,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, java, mixed (every built language, round robin), or broken "
+                    help="cpp, python, node, java, mixed (every built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -560,7 +585,7 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python", "java"] if args.lang == "mixed" else [args.lang]
+    langs = ["cpp", "python", "node", "java"] if args.lang == "mixed" else [args.lang]
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()
