@@ -2,8 +2,12 @@
 # tests/conformance/scenarios.json for every client language, each its own
 # ctest entry (label conformance), run by tests/conformance/harness.py
 # against a ZooKeeper and turnstiled processes it starts. The languages
-# built so far: C++ (the runner below), Python and Go; "mixed" runs the
-# contention scenario with clients of every language at once.
+# built so far: C++ (the runner below), Python, Node.js
+# (runner_node.js; client/node's npm packages come from
+# deploy/local/install-node-deps.sh, run by tests/run.sh) and Java
+# (client/java, built by the target below) and Go (client/go, built by
+# the target turnstile_go below); "mixed" runs the contention scenario with
+# clients of every language at once.
 add_executable(conformance_runner_cpp conformance/runner_cpp.cc)
 target_link_libraries(conformance_runner_cpp PRIVATE turnstile::client turnstile::proto
                       absl::strings)
@@ -32,11 +36,23 @@ add_test(NAME go_client_unit_test
          COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go test)
 set_tests_properties(go_client_unit_test PROPERTIES TIMEOUT 300)
 
+# The Java client (client/java): the library, its conformance runner and its
+# JUnit 5 tests, compiled with javac against Debian's jars into build/java
+# (the harness runs build/java/classes). Always rebuilt: javac of the whole
+# library takes a few seconds.
+add_custom_target(turnstile_java_client ALL
+                  COMMAND ${PROJECT_SOURCE_DIR}/client/java/build.sh ${CMAKE_BINARY_DIR}/java
+                  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+                  COMMENT "Building the Java client (client/java/build.sh)")
+add_test(NAME java_client_unit_test
+         COMMAND ${PROJECT_SOURCE_DIR}/client/java/run-tests.sh ${CMAKE_BINARY_DIR}/java)
+set_tests_properties(java_client_unit_test PROPERTIES TIMEOUT 300 LABELS java)
+
 file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_json)
 string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")
 foreach(entry ${conformance_names})
   string(REGEX REPLACE "\"name\": \"([a-z_]+)\"" "\\1" scenario "${entry}")
-  foreach(lang cpp python go)
+  foreach(lang cpp python node java go)
     add_test(NAME conformance_${lang}_${scenario}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
                      --build ${CMAKE_BINARY_DIR} --lang ${lang} ${scenario})
@@ -50,6 +66,24 @@ add_test(NAME conformance_mixed_fenced_exclusion
 set_tests_properties(conformance_mixed_fenced_exclusion PROPERTIES TIMEOUT 300
                      LABELS conformance)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json)
+
+# The Node.js client's unit tests (no server: options, the watchdog with an
+# injected clock, retry backoff, KeepAlive).
+find_program(TURNSTILE_NODE node)
+add_test(NAME node_client_unit_test COMMAND ${TURNSTILE_NODE} --test
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/client/node)
+set_tests_properties(node_client_unit_test PROPERTIES TIMEOUT 120 LABELS node)
+# ... and over TLS and mutual TLS (the TURNSTILE_TLS_* variables), against
+# replicas with a throw-away PKI.
+add_test(NAME node_client_tls_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/node_tls_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(node_client_tls_test PROPERTIES TIMEOUT 300 LABELS node)
+# ... and the API beyond the conformance scenarios against real replicas.
+add_test(NAME node_client_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/node_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(node_client_live_test PROPERTIES TIMEOUT 300 LABELS node)
 
 # The harness itself: with a "library" that grants everything at once with
 # falling tokens, the contention scenario must fail, naming the fenced

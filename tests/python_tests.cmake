@@ -9,3 +9,10 @@ target_compile_definitions(python_interop_test PRIVATE
   PY_CLIENT_DIR="${PROJECT_SOURCE_DIR}/client/python"
   PYTHON3_PATH="/usr/bin/python3")
 add_dependencies(python_interop_test turnstiled)
+
+# The Python client's own logic with no server (issue 22 must-show 3): the
+# watchdog against an injected clock, the retry backoff, option checks.
+add_test(NAME python_client_unit_test
+         COMMAND /usr/bin/python3 -m unittest discover -s ${PROJECT_SOURCE_DIR}/client/python/tests -v)
+set_tests_properties(python_client_unit_test PROPERTIES TIMEOUT 120
+                     ENVIRONMENT PYTHONPATH=${PROJECT_SOURCE_DIR}/client/python)

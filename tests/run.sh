@@ -5,6 +5,8 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bash "$top/deploy/local/install-deps.sh"
+# The Node.js client's npm packages (client/node, from its lock file).
+bash "$top/deploy/local/install-node-deps.sh"
 bash "$top/deploy/local/build.sh"
 cd "$top/build"
 ctest --output-on-failure --timeout 900 "$@"

@@ -278,6 +278,23 @@ TEST_F(SemaphoreTest, ThreePermitsTwentyFourContendersThreeHundredGrants) {
   std::printf("listings: %llu for %zu contenders\n", static_cast<unsigned long long>(listings),
               holds.size());
   EXPECT_LE(listings, 2 * holds.size());
+  // Nothing left behind: no contender, and no watch of either replica's
+  // session (the first waiters' watches on every holder were removed).
+  auto watches = [&] {
+    size_t n = 0;
+    auto all = SharedZkServer().WatchesBySession();
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return n;
+    for (Replica* r : {r1_.get(), r2_.get()}) {
+      auto it = all->find(SessionHex(r->zk().credentials().session_id));
+      if (it != all->end()) n += it->second.size();
+    }
+    return n;
+  };
+  EXPECT_TRUE(WaitFor([&] {
+    return r1_->engine().stats().contenders == 0 && r2_->engine().stats().contenders == 0 &&
+           watches() == 0;
+  }, milliseconds(10000))) << "watches left: " << watches();
 }
 
 // Must-show 3: a contender asking another N, and an exclusive one on the

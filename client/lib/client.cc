@@ -45,7 +45,9 @@
 //   Non-last reentrant handles: Release only counts down (OK, no server call)
 //   and that handle's on_change gets kReleased.
 #include "client/lib/client.h"
+
 #include "client/lib/async_stream.h"
+#include "client/lib/careful.h"
 #include "client/lib/event_loop.h"
 #include "client/lib/tls.h"
 
@@ -612,16 +614,19 @@ class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
     const bool held = phase_ == Phase::kHeld || phase_ == Phase::kSuspended;
     if (!held || ended_ || releasing_) return;
     const Clock::time_point now = Clock::now();
-    if (phase_ == Phase::kHeld && now >= refresh_due_) {
+    const careful::WatchdogStep step = careful::Step(
+        phase_ == Phase::kHeld ? careful::Watch::kHeld : careful::Watch::kSuspended, now,
+        refresh_due_, valid_until_, suspend_deadline_, silent_);
+    if (step.state == careful::Watch::kSuspended && phase_ == Phase::kHeld) {
       phase_ = Phase::kSuspended;
-      silent_ = true;
-      suspend_deadline_ = valid_until_;
+      silent_ = step.silent;
+      suspend_deadline_ = step.suspend_deadline;
       message_ = "no refresh from the replica within " + std::to_string(refresh_within_.count()) +
                  "ms: the replica or the stream may have failed";
       NotifyLocked();
-    } else if (phase_ == Phase::kSuspended && now >= suspend_deadline_) {
+    } else if (step.state == careful::Watch::kLost) {
       phase_ = Phase::kLost;
-      lost_reason_ = silent_ ? "REFRESH_OVERDUE" : "SESSION_EXPIRED";
+      lost_reason_ = step.lost_reason;
       message_ = silent_ ? "no refresh from the replica before the hold's validity ran out"
                          : "the replica's safe time ran out before its ZooKeeper "
                            "connection came back";
@@ -949,8 +954,9 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   // replica, so rolling restarts do not fail waiters. The retry queues anew
   // (the old replica deleted its node, or its session will). Try-once
   // (wait_timeout 0) is not retried.
+  if (absl::Status s = careful::ValidateAcquireOptions(name, options); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + options.wait_timeout;
-  Millis backoff(50);
+  careful::Backoff backoff;
   std::shared_ptr<HoldCore> core;
   for (;;) {
     // Rounded up: truncated, the server's wait would end (up to 1 ms) before
@@ -968,14 +974,12 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
     if (st.ok()) break;
     // CANCELLED cannot come from the caller here (Acquire blocks): it is a
     // replica shutting down and cancelling the calls it still has.
-    const bool retryable = absl::IsUnavailable(st) || absl::IsCancelled(st);
-    if (!retryable || !im.options.retry_unavailable ||
-        options.wait_timeout <= Millis(0) ||
-        std::chrono::steady_clock::now() + backoff >= deadline) {
+    const Millis delay = backoff.Next();
+    if (!careful::MayRetry(st, im.options.retry_unavailable, options.wait_timeout,
+                           std::chrono::steady_clock::now(), delay, deadline)) {
       return st;
     }
-    std::this_thread::sleep_for(backoff);  // retry backoff, bounded by the deadline
-    backoff = std::min(backoff * 2, Millis(1000));
+    std::this_thread::sleep_for(delay);  // retry backoff, bounded by the deadline
   }
   if (options.ttl > Millis(0)) im.keepaliver->Add(core->lease_id(), options.ttl, core);
   if (options.reentrant) im.registry->Put(key, core);

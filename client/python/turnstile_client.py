@@ -42,13 +42,14 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import grpc
 
 __all__ = [
     "Client", "Lock", "TurnstileError", "Contender", "Description", "LockNames",
-    "LeaseStatus", "load_stubs",
+    "LeaseStatus", "load_stubs", "watchdog_step", "retry_delays", "retry_until",
+    "validate_acquire_options",
 ]
 
 STUBS_ENV = "TURNSTILE_PY_STUBS"
@@ -115,6 +116,89 @@ def _seconds(d) -> float:
 _CLOSE = object()  # ends the request iterator: half-closes the stream
 
 WAITING, HELD, SUSPENDED, LOST, RELEASED = "waiting", "held", "suspended", "lost", "released"
+
+
+class WatchdogStep(NamedTuple):
+    state: str
+    silent: bool                  # SUSPENDED by the watchdog, not by the server
+    safe_until: Optional[float]
+    lost_reason: Optional[str]    # set when state became LOST
+    wake_at: Optional[float]      # when to look again (None: nothing left to watch)
+
+
+def watchdog_step(state: str, now: float, refresh_due: float,
+                  valid_until: Optional[float], safe_until: Optional[float],
+                  silent: bool) -> WatchdogStep:
+    """The careful-client rule of lock.proto, as a pure function of the
+    clock (so it is tested with an injected one): what a hold in `state`
+    becomes at `now`. A held hold whose refresh (STILL_HELD) is overdue is
+    SUSPENDED, certainly safe until the validity of its latest refresh; a
+    suspended hold (by the watchdog, or by the server's SUSPENDED with its
+    safe time) is LOST once that runs out: REFRESH_OVERDUE when the replica
+    fell silent, SESSION_EXPIRED when it said it lost ZooKeeper."""
+    if state == HELD:
+        if now >= refresh_due:
+            return WatchdogStep(SUSPENDED, True, valid_until, None, now)
+        return WatchdogStep(HELD, silent, safe_until, None, refresh_due)
+    if state == SUSPENDED:
+        deadline = safe_until if safe_until is not None else now
+        if now >= deadline:
+            return WatchdogStep(LOST, silent, safe_until,
+                                "REFRESH_OVERDUE" if silent else "SESSION_EXPIRED", None)
+        return WatchdogStep(SUSPENDED, silent, safe_until, None, deadline)
+    return WatchdogStep(state, silent, safe_until, None, None)
+
+
+def retry_delays(first: float = 0.05, cap: float = 1.0):
+    """The waits between attempts of an Acquire told UNAVAILABLE: 50 ms,
+    doubling, at most 1 s each."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * 2, cap)
+
+
+RETRIED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+def retry_until(wait_timeout: float, attempt, clock=time.monotonic, sleep=time.sleep,
+                enabled: bool = True):
+    """Calls attempt(wait_left) until it returns, retrying UNAVAILABLE (and
+    CANCELLED from a replica shutting down) after retry_delays() while the
+    wait timeout lasts; a try-once (wait_timeout <= 0) is never retried.
+    Other errors, and the last UNAVAILABLE, are raised."""
+    end = clock() + max(wait_timeout, 0.0)
+    delays = retry_delays()
+    wait_left = wait_timeout
+    while True:
+        try:
+            return attempt(wait_left)
+        except TurnstileError as e:
+            delay = next(delays)
+            if (e.code not in RETRIED_CODES or not enabled or wait_timeout <= 0
+                    or clock() + delay >= end):
+                raise
+        sleep(delay)  # the backoff, bounded by the wait timeout
+        wait_left = max(end - clock(), 0.001)
+
+
+def validate_acquire_options(name: str, wait_timeout: float, ttl: float, lock_delay: float,
+                             max_holders: int, shared: bool) -> None:
+    """What the client can tell is wrong before asking the server
+    (TurnstileError INVALID_ARGUMENT, the server's code for the same); the
+    server checks the ranges that depend on its flags."""
+    def bad(msg):
+        raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT, msg)
+    if not isinstance(name, str) or not name:
+        bad("name: must be a non-empty string")
+    for field_name, value in (("wait_timeout", wait_timeout), ("ttl", ttl),
+                              ("lock_delay", lock_delay)):
+        if value < 0:
+            bad("%s is %r; it must be >= 0 seconds" % (field_name, value))
+    if max_holders < 0:
+        bad("max_holders is %r; it must be 0 (not a semaphore) or more" % max_holders)
+    if max_holders > 0 and shared:
+        bad("max_holders is only for semaphores; a shared hold cannot have it")
 
 
 class Lock:
@@ -332,30 +416,23 @@ class Lock:
             while self._state in (HELD, SUSPENDED) and not self._ended \
                     and not self._releasing:
                 now = time.monotonic()
-                if self._state == HELD:
-                    if now >= self._refresh_due:
-                        self._state = SUSPENDED
-                        self._silent = True
-                        self.safe_until = self.valid_until
-                        self._cond.notify_all()
-                        continue
-                    self._cond.wait(self._refresh_due - now)
-                    continue
-                deadline = self.safe_until if self.safe_until is not None else now
-                if now >= deadline:
-                    self._state = LOST
-                    if self._silent:
-                        self.lost_reason = "REFRESH_OVERDUE"
-                        self.lost_message = ("no refresh from the replica before the "
-                                             "hold's validity ran out")
-                    else:
-                        self.lost_reason = "SESSION_EXPIRED"
-                        self.lost_message = ("the replica's safe time ran out before its "
-                                             "ZooKeeper connection came back")
+                step = watchdog_step(self._state, now, self._refresh_due, self.valid_until,
+                                     self.safe_until, self._silent)
+                if step.state != self._state:
+                    self._state, self._silent, self.safe_until = (step.state, step.silent,
+                                                                  step.safe_until)
+                    if step.state == LOST:
+                        self.lost_reason = step.lost_reason
+                        self.lost_message = (
+                            "no refresh from the replica before the hold's validity ran out"
+                            if step.silent else "the replica's safe time ran out before its "
+                            "ZooKeeper connection came back")
+                        cancel = True
                     self._cond.notify_all()
-                    cancel = True
-                    break
-                self._cond.wait(deadline - now)
+                    if cancel:
+                        break
+                    continue
+                self._cond.wait(step.wake_at - now)
         if cancel:
             self._call.cancel()  # a live replica deletes the node
 
@@ -389,6 +466,9 @@ class Contender:
     # When a holder was granted, where known (a semaphore holder's grant
     # mark; an exclusive/shared holder only on the replica that granted it).
     granted: Optional[datetime.datetime] = None
+    # The verified identity of the client that opened it (mutual TLS: its
+    # certificate's first URI SAN, else DNS SAN, else CN); "" without.
+    identity: str = ""
 
 
 @dataclass
@@ -518,23 +598,15 @@ class Client:
         answer within wait_timeout + grace, the wait is cancelled and
         DEADLINE_EXCEEDED raised. UNAVAILABLE is retried until wait_timeout
         (see Client's retry_unavailable)."""
-        end = time.monotonic() + max(wait_timeout, 0.0)
-        backoff = 0.05
-        while True:
-            try:
-                return self._acquire_once(name, wait_timeout, ttl, owner, metadata, grace,
-                                          shared, on_revoke, revoke_holders, revoke_reason,
-                                          lock_delay, max_holders, on_queued)
-            except TurnstileError as e:
-                # CANCELLED here comes from the server side (a replica that
-                # shuts down cancels the calls it still has): retried too.
-                if (e.code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-                        or not self.retry_unavailable
-                        or wait_timeout <= 0 or time.monotonic() + backoff >= end):
-                    raise
-            time.sleep(backoff)  # retry backoff, bounded by the wait timeout
-            backoff = min(backoff * 2, 1.0)
-            wait_timeout = max(end - time.monotonic(), 0.001)
+        validate_acquire_options(name, wait_timeout, ttl, lock_delay, max_holders, shared)
+        # CANCELLED from the server side (a replica that shuts down cancels
+        # the calls it still has) is retried like UNAVAILABLE.
+        return retry_until(
+            wait_timeout,
+            lambda left: self._acquire_once(name, left, ttl, owner, metadata, grace, shared,
+                                            on_revoke, revoke_holders, revoke_reason,
+                                            lock_delay, max_holders, on_queued),
+            enabled=self.retry_unavailable)
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
                       shared=False, on_revoke=None, revoke_holders=False,
@@ -650,4 +722,4 @@ class Client:
                    if c.HasField("granted") else None)
         return Contender(c.owner, dict(c.metadata), since, c.fencing_token,
                          c.replica_id, c.position, self._pb2.LockKind.Name(c.kind),
-                         c.max_holders, granted)
+                         c.max_holders, granted, c.identity)

@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|go|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|node|java|go|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
@@ -100,6 +100,40 @@ class ZooKeeper:
         self.log.close()
 
 
+def make_pki(tmp, clients):
+    """A CA, a server certificate for 127.0.0.1 and one client certificate
+    per client (URI SAN spiffe://conformance/NAME, clientAuth), made with
+    the openssl command; returns the paths."""
+    d = os.path.join(tmp, "pki")
+    os.makedirs(d)
+
+    def run(*args, stdin=None):
+        subprocess.run(["openssl"] + list(args), cwd=d, check=True, input=stdin, text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=turnstile-conformance-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def leaf(name, cn, ext):
+        run("req", *ec, "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn)
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext)
+        run("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile", name + ".ext")
+        return os.path.join(d, name + ".crt"), os.path.join(d, name + ".key")
+
+    pki = {"ca": os.path.join(d, "ca.crt")}
+    pki["server"] = leaf("server", "localhost",
+                         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    for c in clients:
+        pki[c] = leaf("client-" + c, c, "subjectAltName=URI:spiffe://conformance/%s\n"
+                      "extendedKeyUsage=clientAuth\n" % c)
+    return pki
+
+
 class Replica:
     """One turnstiled process."""
 
@@ -123,6 +157,20 @@ class Replica:
         for _ in self.proc.stdout:
             pass
 
+    def wait_serving(self, build, env, within_s=30):
+        """Until its health check says SERVING (its ZooKeeper session is up):
+        `turnstile health` exits 0 only then."""
+        cli = os.path.join(build, "client", "turnstile")
+        deadline = time.monotonic() + within_s
+        while True:
+            r = subprocess.run([cli, "--server", self.address, "--rpc-timeout", "2s", "health"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if r.returncode == 0:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Failure("replica %d at %s is not serving" % (self.index, self.address))
+            time.sleep(0.05)  # polling the health check: there is no event to wait on
+
     def signal(self, sig):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -143,6 +191,17 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "node":
+        return [shutil.which("node") or "/usr/bin/node", os.path.join(HERE, "runner_node.js")]
+    if lang == "java":
+        # client/java/build.sh writes BUILD/java (classes + classpath.txt);
+        # TURNSTILE_JAVA_CLASSES names another build of it (e.g. a worktree's).
+        out = os.environ.get("TURNSTILE_JAVA_CLASSES") or os.path.join(build, "java")
+        with open(os.path.join(out, "classpath.txt")) as f:
+            jars = f.read().strip()
+        return ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-cp", os.path.join(out, "classes") + ":" + jars,
+                "io.turnstile.conformance.Runner"]
     if lang == "go":  # built by client/go/build.sh (CMake target turnstile_go)
         path = (os.environ.get("TURNSTILE_GO_RUNNER")
                 or os.path.join(build, "go", "bin", "conformance-runner"))
@@ -160,18 +219,24 @@ def runner_env(lang, build):
     if lang == "python":
         env["TURNSTILE_PY_STUBS"] = os.path.join(build, "python")
         env["PYTHONPATH"] = os.path.join(TOP, "client", "python")
+    if lang == "node":
+        env["NODE_PATH"] = os.path.join(TOP, "client", "node", "node_modules")
     return env
 
 
 class Client:
     """One runner process: commands in, events out (JSON lines)."""
 
-    def __init__(self, name, lang, build, target, events):
+    def __init__(self, name, lang, build, target, events, tls=None):
         self.name, self.lang = name, lang
+        env = runner_env(lang, build)
+        if tls is not None:  # mutual TLS: the same variables as the CLI's
+            env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
+            env["TURNSTILE_TLS_CERT_FILE"], env["TURNSTILE_TLS_KEY_FILE"] = tls[name]
         self.proc = subprocess.Popen(runner_argv(lang, build) + ["--server", target,
                                                                  "--owner", name],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=None, text=True, env=runner_env(lang, build),
+                                     stderr=None, text=True, env=env,
                                      start_new_session=True)
         self._events = events
         threading.Thread(target=self._read, daemon=True).start()
@@ -291,16 +356,28 @@ class Scenario:
         try:
             self.zk = ZooKeeper(tmp)
             root = "/conformance-%d" % os.getpid()
-            for i in range(self.spec.get("replicas", 1)):
-                self.replicas.append(Replica(self.build, self.zk, root, i))
             names = sorted(self.spec["clients"])
+            tls, extra = None, []
+            if self.spec.get("mutual_tls"):
+                tls = make_pki(tmp, names)
+                extra = ["--tls-cert-file", tls["server"][0], "--tls-key-file", tls["server"][1],
+                         "--tls-client-ca-file", tls["ca"]]
+            for i in range(self.spec.get("replicas", 1)):
+                self.replicas.append(Replica(self.build, self.zk, root, i, extra))
+            health_env = dict(os.environ)
+            if tls is not None:
+                health_env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
+                health_env["TURNSTILE_TLS_CERT_FILE"], health_env["TURNSTILE_TLS_KEY_FILE"] = \
+                    tls[names[0]]
+            for r in self.replicas:
+                r.wait_serving(self.build, health_env)
             for i, name in enumerate(names):
                 c = self.spec["clients"][name]
                 lang = c.get("lang") or self.langs[i % len(self.langs)]
                 reps = c.get("replicas", [0])
                 addrs = [self.replicas[r].address for r in reps]
                 target = addrs[0] if len(addrs) == 1 else "ipv4:" + ",".join(addrs)
-                self.clients[name] = Client(name, lang, self.build, target, self.events)
+                self.clients[name] = Client(name, lang, self.build, target, self.events, tls)
             for name in names:
                 self.await_event(lambda e, n=name: e["client"] == n and e.get("event") == "ready",
                                  30000, "ready from client %s" % name)
@@ -433,7 +510,7 @@ class Scenario:
             return
         if "error" in reply:
             raise Failure("reply %s" % json.dumps(reply))
-        for key in ("holders", "waiters", "names"):
+        for key in ("holders", "waiters", "names", "holder_identities"):
             if key in expect and reply.get(key) != expect[key]:
                 raise Failure("%s %s, expected %s" % (key, reply.get(key), expect[key]))
 
@@ -504,7 +581,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, go, mixed (every built language, round robin), or broken "
+                    help="cpp, python, node, java, go, mixed (every built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -515,7 +592,7 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python", "go"] if args.lang == "mixed" else [args.lang]
+    langs = ["cpp", "python", "node", "java", "go"] if args.lang == "mixed" else [args.lang]
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()

@@ -102,6 +102,7 @@ class Runner:
                     say({"req": req, "error": "NOT_FOUND"})
                     return
                 say({"req": req, "holders": [h.owner for h in d.holders],
+                     "holder_identities": [h.identity for h in d.holders],
                      "waiters": [w.owner for w in d.waiters], "max_holders": d.max_holders})
             elif cmd["cmd"] == "list":
                 say({"req": req, "names": list(self.client.list(cmd.get("prefix", "")))})
