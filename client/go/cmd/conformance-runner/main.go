@@ -185,15 +185,16 @@ func (r *runner) unary(cmd command) {
 			fail(err)
 			return
 		}
-		holders, waiters := []string{}, []string{}
+		holders, waiters, identities := []string{}, []string{}, []string{}
 		for _, c := range d.Holders {
 			holders = append(holders, c.Owner)
+			identities = append(identities, c.Identity)
 		}
 		for _, c := range d.Waiters {
 			waiters = append(waiters, c.Owner)
 		}
 		say(map[string]interface{}{"req": cmd.Req, "holders": holders, "waiters": waiters,
-			"max_holders": d.MaxHolders})
+			"holder_identities": identities, "max_holders": d.MaxHolders})
 	case "list":
 		names, _, err := r.c.List(ctx, cmd.Prefix, 0)
 		if err != nil {
