@@ -4,7 +4,7 @@
 # against a ZooKeeper and turnstiled processes it starts. The languages
 # built so far: C++ (the runner below), Python, Node.js
 # (runner_node.js; client/node's npm packages come from
-# deploy/local/install-node-deps.sh, run by tests/run.sh) and Java
+# deploy/local/install-node-deps.sh, run by tests/run.sh), Java
 # (client/java, built by the target below) and Go (client/go, built by
 # the target turnstile_go below); "mixed" runs the contention scenario with
 # clients of every language at once.
@@ -31,10 +31,11 @@ add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
                   turnstile_python_stubs turnstile_go)
 
 # The Go library's unit tests (watchdog timing with an injected clock,
-# option validation, retry backoff): `go test`, offline, no server.
+# option validation, retry backoff, an in-process fake LockService, mutual
+# TLS from the TURNSTILE_TLS_* variables): `go test`, offline, no replica.
 add_test(NAME go_client_unit_test
          COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go test)
-set_tests_properties(go_client_unit_test PROPERTIES TIMEOUT 300)
+set_tests_properties(go_client_unit_test PROPERTIES TIMEOUT 300 LABELS go)
 
 # The Java client (client/java): the library, its conformance runner and its
 # JUnit 5 tests, compiled with javac against Debian's jars into build/java
