@@ -36,6 +36,12 @@ add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
 add_test(NAME go_client_unit_test
          COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go test)
 set_tests_properties(go_client_unit_test PROPERTIES TIMEOUT 300 LABELS go)
+# ... and its API beyond the conformance scenarios against real replicas
+# (tests/go_live_test.py starts them; client/go/live_test.go).
+add_test(NAME go_client_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/go_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(go_client_live_test PROPERTIES TIMEOUT 300 LABELS go)
 
 # The Java client (client/java): the library, its conformance runner and its
 # JUnit 5 tests, compiled with javac against Debian's jars into build/java

@@ -6,6 +6,9 @@
 #   client/go/build.sh OUTDIR          stubs + library + conformance runner
 #   client/go/build.sh OUTDIR test     `go test` of the library built there
 #                                      (ctest go_client_unit_test; no server)
+#   client/go/build.sh OUTDIR live     its live tests only, against the
+#                                      replicas named by TURNSTILE_LIVE_*
+#                                      (tests/go_live_test.py)
 #
 # OUTDIR gets: gopath/src/turnstile/client/go (a copy of this directory plus
 # the generated stubs in turnstilepb/), bin/conformance-runner, cache/ (the
@@ -22,10 +25,14 @@ pkg=turnstile/client/go
 src="$out/gopath/src/$pkg"
 export GO111MODULE=off GOPATH="$out/gopath:/usr/share/gocode" GOPROXY=off \
        GOFLAGS= GOCACHE="$out/cache" GOENV=off GOTOOLCHAIN=local CGO_ENABLED=0
-if [ "$mode" = test ]; then
+if [ "$mode" = test ] || [ "$mode" = live ]; then
   [ -d "$src/turnstilepb" ] || { echo "build.sh: $src not built: run build.sh $out first" >&2; exit 1; }
   cd "$src"
-  exec go test -count=1 ./...
+  if [ "$mode" = live ]; then
+    exec go test -count=1 -v -run '^TestLive' .
+  fi
+  # The live tests skip themselves here (no TURNSTILE_LIVE_* replicas).
+  exec env -u TURNSTILE_LIVE_A -u TURNSTILE_LIVE_B -u TURNSTILE_LIVE_MULTI go test -count=1 ./...
 fi
 mkdir -p "$src" "$out/bin" "$out/cache"
 # A fresh copy of the sources (no symlinks: the go tool resolves them badly).
