@@ -19,6 +19,7 @@ stdin/stdout (the protocol is in tests/conformance/README.md). The harness
 sends commands and reads events; the scenario says what must be seen.
 """
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -183,6 +184,31 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@contextlib.contextmanager
+def live_replicas(build, tag, count=2):
+    """A ZooKeeper and `count` SERVING replicas on a root of their own, for
+    a library's live tests (go_live_test.py, node_live_test.py); yields
+    (replicas, a two-address target whose first address is dead), and
+    stops everything after."""
+    tmp = tempfile.mkdtemp(prefix="turnstile-%s-" % tag)
+    zk, replicas = None, []
+    try:
+        zk = ZooKeeper(tmp)
+        root = "/%s-%d" % (tag, os.getpid())
+        for i in range(count):
+            replicas.append(Replica(build, zk, root, i))
+        for r in replicas:
+            r.wait_serving(build, dict(os.environ))
+        dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+        yield replicas, "ipv4:%s,%s" % (dead, replicas[-1].address)
+    finally:
+        for r in replicas:
+            r.stop()
+        if zk is not None:
+            zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def runner_argv(lang, build):
