@@ -29,7 +29,8 @@ namespace turnstile {
 namespace {
 
 constexpr const char* kActionNames[kAuthzActionCount] = {"acquire", "describe", "list",
-                                                         "release", "revoke", "keepalive"};
+                                                         "release", "revoke", "keepalive",
+                                                         "proclaim"};
 constexpr uint32_t kAllActions = (1u << kAuthzActionCount) - 1;
 
 // Specificity of an identity pattern against an identity it matches:
@@ -167,7 +168,7 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
         return absl::InvalidArgumentError(absl::StrCat(
             where, ": actions[", j,
             "] is not a known action (known: acquire, describe, list, release, revoke, "
-            "keepalive, *)"));
+            "keepalive, proclaim, *)"));
       }
       rule.actions |= 1u << (it - std::begin(kActionNames));
     }

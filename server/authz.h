@@ -24,8 +24,10 @@ class AuthContext;
 
 namespace turnstile {
 
-enum class AuthzAction : uint8_t { kAcquire, kDescribe, kList, kRelease, kRevoke, kKeepAlive };
-inline constexpr int kAuthzActionCount = 6;
+enum class AuthzAction : uint8_t {
+  kAcquire, kDescribe, kList, kRelease, kRevoke, kKeepAlive, kProclaim
+};
+inline constexpr int kAuthzActionCount = 7;
 const char* AuthzActionName(AuthzAction a);
 
 // A parsed policy. Immutable; shared by the calls that started under it.
