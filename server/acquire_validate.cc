@@ -6,18 +6,14 @@
 
 namespace turnstile {
 
-absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimits& lim) {
-  if (absl::Status s = ValidateLockName(p.name); !s.ok()) return s;
-  if (p.owner.size() > lim.max_owner_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "owner is ", p.owner.size(), " bytes; the limit is ", lim.max_owner_bytes));
-  }
-  if (p.metadata.size() > lim.max_metadata_entries) {
+absl::Status LockEngine::ValidateMetadata(const std::map<std::string, std::string>& metadata,
+                                          const EngineLimits& lim) {
+  if (metadata.size() > lim.max_metadata_entries) {
     return absl::InvalidArgumentError(
-        absl::StrCat("metadata has ", p.metadata.size(),
+        absl::StrCat("metadata has ", metadata.size(),
                      " entries; the limit is ", lim.max_metadata_entries));
   }
-  for (const auto& [k, v] : p.metadata) {
+  for (const auto& [k, v] : metadata) {
     if (k.empty() || k.size() > lim.max_metadata_key_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("metadata key \"", k.substr(0, 32), "\" is ", k.size(),
@@ -29,6 +25,16 @@ absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimi
                        " bytes; the limit is ", lim.max_metadata_value_bytes));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimits& lim) {
+  if (absl::Status s = ValidateLockName(p.name); !s.ok()) return s;
+  if (p.owner.size() > lim.max_owner_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner is ", p.owner.size(), " bytes; the limit is ", lim.max_owner_bytes));
+  }
+  if (absl::Status s = ValidateMetadata(p.metadata, lim); !s.ok()) return s;
   if (p.wait_timeout < Millis(0) || p.wait_timeout > lim.max_wait_timeout) {
     return absl::InvalidArgumentError(absl::StrCat(
         "wait_timeout is ", p.wait_timeout.count(), "ms; it must be 0..",

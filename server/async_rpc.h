@@ -123,25 +123,82 @@ class OpCount {
   bool over_ = false;
 };
 
+// What every streaming call shares: its context, its operations in flight,
+// the ownership of itself (`self_` from Await until OnDone returns, or the
+// server shuts down before a call arrives), and the start/finish/done tags.
+class StreamCallCore {
+ public:
+  virtual ~StreamCallCore() = default;
+  grpc::ServerContext* context() { return &ctx_; }
+
+ protected:
+  StreamCallCore() = default;
+  // A call arrived (on the queue's thread): first OnArrival, which arms
+  // the next object for this method, then OnStart for this call.
+  virtual void OnArrival() = 0;
+  virtual void OnStart() = 0;
+  // The client cancelled or the connection broke (before OnDone).
+  virtual void OnCancel() {}
+  // Last; nothing more is called. The default releases the object.
+  virtual void OnDone() { self_.reset(); }
+
+  // Before the call is requested; `self` owns this object.
+  void Own(std::shared_ptr<StreamCallCore> self) {
+    self_ = std::move(self);
+    ctx_.AsyncNotifyWhenDone(&done_tag_);
+  }
+  void* start_tag() { return &start_tag_; }
+  void* finish_tag() { return &finish_tag_; }
+  // After an op's tag came back.
+  void Ended() {
+    if (ops_.End()) Over();
+  }
+
+  grpc::ServerContext ctx_;
+  OpCount ops_;
+
+ private:
+  void Started(bool ok) {
+    if (!ok) {  // the server is shutting down: no call came (nor will a done tag)
+      self_.reset();
+      return;
+    }
+    OnArrival();
+    ops_.Begin();  // the done tag
+    OnStart();
+  }
+  void Finished(bool) { Ended(); }
+  void Done(bool) {
+    if (ctx_.IsCancelled()) OnCancel();
+    if (ops_.End(true)) Over();
+  }
+  void Over() {
+    std::shared_ptr<StreamCallCore> keep = self_;  // OnDone may reset self_
+    OnDone();
+  }
+
+  std::shared_ptr<StreamCallCore> self_;
+  Tag start_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Started>(this);
+  Tag finish_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Finished>(this);
+  Tag done_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Done>(this);
+};
+
 // A bidirectional stream. Derive, implement OnStart (the call arrived) and
-// the rest; the object owns itself: it keeps `self_` from Await until
-// OnDone returns (or the server shuts down before a call arrives).
+// the rest.
 template <typename Req, typename Resp>
-class BidiCall {
+class BidiCall : public StreamCallCore {
  public:
   using Stream = grpc::ServerAsyncReaderWriter<Resp, Req>;
   // `request` asks the service for the next call of this method, e.g.
   // service->RequestAcquire(ctx, stream, cq, cq, tag).
   using Request = std::function<void(grpc::ServerContext*, Stream*,
                                      grpc::ServerCompletionQueue*, void* tag)>;
-  virtual ~BidiCall() = default;
 
   // Waits for the next call of this method. `self` owns this object.
   void Await(std::shared_ptr<BidiCall> self, const Request& request,
              grpc::ServerCompletionQueue* cq) {
-    self_ = std::move(self);
-    ctx_.AsyncNotifyWhenDone(&done_tag_);
-    request(&ctx_, &stream_, cq, &start_tag_);
+    Own(std::move(self));
+    request(&ctx_, &stream_, cq, start_tag());
   }
 
   void StartRead(Req* req) {
@@ -154,37 +211,19 @@ class BidiCall {
   }
   void StartWriteAndFinish(const Resp* msg, grpc::WriteOptions options, const grpc::Status& s) {
     ops_.BeginFinish();
-    stream_.WriteAndFinish(*msg, options, s, &finish_tag_);
+    stream_.WriteAndFinish(*msg, options, s, finish_tag());
   }
   void Finish(const grpc::Status& s) {
     ops_.BeginFinish();
-    stream_.Finish(s, &finish_tag_);
+    stream_.Finish(s, finish_tag());
   }
-  grpc::ServerContext* context() { return &ctx_; }
 
  protected:
   BidiCall() = default;
-  // A call arrived (on the queue's thread): first OnArrival, which arms
-  // the next object for this method, then OnStart for this call.
-  virtual void OnArrival() = 0;
-  virtual void OnStart() = 0;
   virtual void OnReadDone(bool ok) = 0;
   virtual void OnWriteDone(bool ok) = 0;
-  // The client cancelled or the connection broke (before OnDone).
-  virtual void OnCancel() {}
-  // Last; nothing more is called. The default releases the object.
-  virtual void OnDone() { self_.reset(); }
 
  private:
-  void Started(bool ok) {
-    if (!ok) {  // the server is shutting down: no call came (nor will a done tag)
-      self_.reset();
-      return;
-    }
-    OnArrival();
-    ops_.Begin();  // the done tag
-    OnStart();
-  }
   void ReadDone(bool ok) {
     OnReadDone(ok);
     Ended();
@@ -193,28 +232,50 @@ class BidiCall {
     OnWriteDone(ok);
     Ended();
   }
-  void Finished(bool) { Ended(); }
-  void Done(bool) {
-    if (ctx_.IsCancelled()) OnCancel();
-    if (ops_.End(true)) Over();
-  }
-  void Ended() {
-    if (ops_.End()) Over();
-  }
-  void Over() {
-    std::shared_ptr<BidiCall> keep = self_;  // OnDone may reset self_
-    OnDone();
-  }
 
-  grpc::ServerContext ctx_;
   Stream stream_{&ctx_};
-  OpCount ops_;
-  std::shared_ptr<BidiCall> self_;
-  Tag start_tag_ = MakeTag<BidiCall, &BidiCall::Started>(this);
   Tag read_tag_ = MakeTag<BidiCall, &BidiCall::ReadDone>(this);
   Tag write_tag_ = MakeTag<BidiCall, &BidiCall::WriteDone>(this);
-  Tag finish_tag_ = MakeTag<BidiCall, &BidiCall::Finished>(this);
-  Tag done_tag_ = MakeTag<BidiCall, &BidiCall::Done>(this);
+};
+
+// A server-streaming call: the request is read before OnStart; then writes
+// (one in flight) and Finish.
+template <typename Req, typename Resp>
+class ServerStreamCall : public StreamCallCore {
+ public:
+  using Writer = grpc::ServerAsyncWriter<Resp>;
+  // e.g. service->RequestObserve(ctx, req, writer, cq, cq, tag).
+  using Request = std::function<void(grpc::ServerContext*, Req*, Writer*,
+                                     grpc::ServerCompletionQueue*, void* tag)>;
+
+  void Await(std::shared_ptr<ServerStreamCall> self, const Request& request,
+             grpc::ServerCompletionQueue* cq) {
+    Own(std::move(self));
+    request(&ctx_, &req_, &writer_, cq, start_tag());
+  }
+  void StartWrite(const Resp* msg) {
+    if (!ops_.Begin()) return;
+    writer_.Write(*msg, &write_tag_);
+  }
+  void Finish(const grpc::Status& s) {
+    ops_.BeginFinish();
+    writer_.Finish(s, finish_tag());
+  }
+  const Req& request() const { return req_; }
+
+ protected:
+  ServerStreamCall() = default;
+  virtual void OnWriteDone(bool ok) = 0;
+
+ private:
+  void WriteDone(bool ok) {
+    OnWriteDone(ok);
+    Ended();
+  }
+
+  Req req_;
+  Writer writer_{&ctx_};
+  Tag write_tag_ = MakeTag<ServerStreamCall, &ServerStreamCall::WriteDone>(this);
 };
 
 // A unary call: the request is read before the handler runs; Finish (from

@@ -1412,9 +1412,16 @@ void LockEngine::NoteOwnNode(Contender* c, const std::string& data, int32_t vers
           info->revoke_by, info->revoke_reason);
       c->revoke_told = false;
     }
+    // A Proclaim replaced the metadata: kept for a re-created node (after
+    // a session expiry), and no renewal.
+    const bool proclaimed = info->proclaims > c->seen_proclaims;
+    if (proclaimed) {
+      c->seen_proclaims = info->proclaims;
+      c->params.metadata = info->metadata;
+    }
     const bool renewed = info->renewals > c->seen_renewals;
     c->seen_renewals = std::max(c->seen_renewals, info->renewals);
-    renewal = renewed || !revoked;
+    renewal = renewed || !(revoked || proclaimed);
   }
   if (!c->announced) return;  // Announce tells a pending revocation
   if (renewal && c->params.ttl > Millis(0)) RenewTtl(c);

@@ -282,6 +282,8 @@ class LockEngine {
   // INVALID_ARGUMENT naming the field and its limit for any Acquire input
   // out of range (server/acquire_validate.cc). Pure.
   static absl::Status ValidateParams(const AcquireParams& p, const EngineLimits& lim);
+  static absl::Status ValidateMetadata(const std::map<std::string, std::string>& metadata,
+                                       const EngineLimits& lim);
   static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
@@ -302,6 +304,19 @@ class LockEngine {
   std::vector<LockLoad> LockLoads() const;
   // Set before the first Open; `observer` must outlive the engine's use.
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
+  // Session events of the pool (for LockObservers): `listener` gets the
+  // session's index and the event, outside the lock, in order, after the
+  // engine handled it. Add before the sessions start.
+  void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
+  ZkSession* session(size_t index) const { return slots_[index].zk; }
+  // When this replica granted the hold of the node at `path` (wall clock),
+  // or 0 if it is not a hold announced by this replica.
+  int64_t LocalGrantUnixMs(const std::string& path) const;
+  // Replaces a hold's metadata (the Proclaim RPC): INVALID_ARGUMENT,
+  // NOT_FOUND (lease gone), FAILED_PRECONDITION (token is not the lease's).
+  void Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                const std::map<std::string, std::string>& metadata,
+                std::function<void(absl::Status)> done);
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -471,6 +486,7 @@ class LockEngine {
   bool draining_ = false;                                  // GUARDED_BY(mu_)
   bool last_serving_ = false;                              // GUARDED_BY(mu_)
   std::function<void(bool)> serving_listener_;             // GUARDED_BY(mu_)
+  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_;  // GUARDED_BY(mu_)
   EngineStats stats_;                                      // GUARDED_BY(mu_)
   std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
   bool shut_down_ = false;                                 // GUARDED_BY(mu_)

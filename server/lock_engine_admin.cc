@@ -270,6 +270,79 @@ void LockEngine::KeepAlive(const std::string& lease_id,
   Deliver();
 }
 
+namespace {
+
+// Read-modify-write of a hold's metadata (Proclaim), retried when another
+// writer (a renewal, a revocation request) raced it.
+void ProclaimWrite(ZkSession* zk, const std::string& path, uint64_t token,
+                   std::map<std::string, std::string> metadata, int attempts,
+                   std::function<void(absl::Status)> done,
+                   std::function<absl::Status()> not_found) {
+  zk->GetData(path, nullptr, [=](ZkCode code, const std::string& data, const ZkStat& stat) {
+    if (code == ZkCode::kNoNode) return done(not_found());
+    if (code != ZkCode::kOk) {
+      return done(absl::UnavailableError(absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
+    }
+    if (static_cast<uint64_t>(stat.czxid) != token) {
+      return done(absl::FailedPreconditionError(absl::StrCat(
+          "fencing_token ", token, " is not this lease's token (", stat.czxid,
+          "): a stale token; nothing was changed")));
+    }
+    absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+    if (!info.ok()) {
+      return done(absl::FailedPreconditionError(absl::StrCat(
+          "the lease's node was not written by turnstile: ", info.status().message())));
+    }
+    info->metadata = metadata;
+    ++info->proclaims;
+    zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
+      if (code == ZkCode::kOk) {
+        done(absl::OkStatus());
+      } else if (code == ZkCode::kBadVersion && attempts > 1) {
+        ProclaimWrite(zk, path, token, metadata, attempts - 1, done, not_found);
+      } else if (code == ZkCode::kNoNode) {
+        done(not_found());
+      } else {
+        done(absl::UnavailableError(absl::StrCat("ZooKeeper write failed: ", ZkCodeName(code))));
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                          const std::map<std::string, std::string>& metadata,
+                          std::function<void(absl::Status)> done) {
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  if (!lease.ok()) return done(lease.status());
+  if (fencing_token == 0) {
+    return done(absl::InvalidArgumentError(
+        "fencing_token is 0; it must be the lease's token (Acquired.fencing_token)"));
+  }
+  if (absl::Status s = ValidateMetadata(metadata, options_.limits); !s.ok()) return done(s);
+  SessionSlot* slot = SlotOf(lease->lock_segment);
+  if (!slot->zk->connected()) {
+    return done(absl::UnavailableError("replica has no ZooKeeper session"));
+  }
+  auto not_found = [lease_id] {
+    return absl::NotFoundError(absl::StrCat(
+        "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
+  };
+  ProclaimWrite(slot->zk, LeaseNodePath(options_.root, *lease), fencing_token, metadata,
+                /*attempts=*/5, std::move(done), not_found);
+}
+
+int64_t LockEngine::LocalGrantUnixMs(const std::string& path) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return 0;
+  auto c = contenders_.find(it->second);
+  if (c == contenders_.end()) return 0;
+  const Contender* k = c->second.get();
+  return k->state == State::kHeld && k->announced ? k->granted_unix_ms : 0;
+}
+
 // ---------------------------------------------------------------------------
 // Introspection.
 

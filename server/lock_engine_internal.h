@@ -136,6 +136,7 @@ struct LockEngine::Contender {
   // The own node's renewal and revocation counters last seen (ContenderInfo).
   int64_t seen_renewals = 0;
   int64_t seen_revoke_id = 0;
+  int64_t seen_proclaims = 0;
   // The latest revocation request seen: who and why (rare; not kept inline).
   std::unique_ptr<std::pair<std::string, std::string>> revoke_seen;
   bool revoke_told = true;  // the latest request was told (set false when one is seen)

@@ -80,8 +80,16 @@ void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
         break;
     }
     UpdateServing();
+    for (const auto& listener : session_listeners_) {
+      Later([listener, index = slot->index, e] { listener(index, e); });
+    }
   }
   Deliver();
+}
+
+void LockEngine::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
+  std::lock_guard<std::mutex> l(mu_);
+  session_listeners_.push_back(std::move(listener));
 }
 
 void LockEngine::OnConnected(SessionSlot* slot) {

@@ -422,6 +422,7 @@ std::string EncodeContenderInfo(const ContenderInfo& info) {
   if (info.granted_unix_ms > 0) {
     absl::StrAppend(&out, "granted_unix_ms=", info.granted_unix_ms, "\n");
   }
+  if (info.proclaims > 0) absl::StrAppend(&out, "proclaims=", info.proclaims, "\n");
   if (info.revoke_id > 0) {
     absl::StrAppend(&out, "revoke_id=", info.revoke_id, "\nrevoke_by=");
     AppendInfoEscaped(info.revoke_by, &out);
@@ -485,9 +486,10 @@ absl::StatusOr<ContenderInfo> DecodeContenderInfo(absl::string_view data) {
         return s;
       }
     } else if (key == "renewals" || key == "revoke_id" || key == "lock_delay_ms" ||
-               key == "granted_unix_ms") {
+               key == "granted_unix_ms" || key == "proclaims") {
       int64_t& field = key == "renewals"          ? info.renewals
                        : key == "revoke_id"       ? info.revoke_id
+                       : key == "proclaims"       ? info.proclaims
                        : key == "granted_unix_ms" ? info.granted_unix_ms
                                                   : info.lock_delay_ms;
       if (!ParseCanonicalInt64(raw_value, &field) || field < 0) {

@@ -114,6 +114,9 @@ struct ContenderInfo {
   // (wall clock of its replica), written once by the holder's replica; its
   // data watch wakes the waiter behind it. 0 = not (yet) granted.
   int64_t granted_unix_ms = 0;
+  // Proclaims so far (the Proclaim RPC replaced the metadata): the owning
+  // replica tells a proclaim from a renewal by it.
+  int64_t proclaims = 0;
   int64_t revoke_id = 0;      // revocation requests so far (0 = none)
   std::string revoke_by;      // the latest request's requester
   std::string revoke_reason;  // and reason
@@ -131,6 +134,7 @@ struct ContenderInfo {
 //   lock_delay_ms=<decimal>     (only when > 0)
 //   renewals=<decimal>          (only when > 0)
 //   granted_unix_ms=<decimal>   (only when > 0: a semaphore holder's grant mark)
+//   proclaims=<decimal>         (only when > 0)
 //   revoke_id=<decimal>         (only when > 0; then also the next two)
 //   revoke_by=<escaped>
 //   revoke_reason=<escaped>

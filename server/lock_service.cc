@@ -459,6 +459,136 @@ class KeepAliveReactor final
   v1::KeepAliveRequest req_;
 };
 
+void ToProto(const ContenderView& v, v1::Contender* out);
+
+// One Observe stream: the hub's states, the latest only while a write is in
+// flight (an observer that reads slowly skips states; `sequence` shows it).
+class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1::ObserveEvent>,
+                             public ObserveSink {
+ public:
+  static void Await(LockServiceImpl* svc, v1::LockService::AsyncService* async,
+                    grpc::ServerCompletionQueue* cq) {
+    auto r = std::shared_ptr<ObserveReactor>(new ObserveReactor(svc));
+    r->weak_self_ = r;
+    r->ServerStreamCall::Await(r, [async](grpc::ServerContext* ctx, v1::ObserveRequest* req,
+                                          Writer* w, grpc::ServerCompletionQueue* cq, void* tag) {
+      async->RequestObserve(ctx, req, w, cq, cq, tag);
+    }, cq);
+  }
+
+  void OnArrival() override { svc_->AwaitObserve(); }
+  void OnStart() override {
+    absl::StatusOr<std::string> who = svc_->Authenticate(context(), "Observe");
+    absl::Status allowed =
+        who.ok() ? svc_->Authorize(*who, AuthzAction::kDescribe, request().name()) : who.status();
+    if (!allowed.ok()) return End(ToGrpc(allowed));
+    if (svc_->observers() == nullptr) {
+      return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Observe is not served here"));
+    }
+    counted_ = svc_->TryOpenStream();
+    if (!counted_) return End(svc_->StreamLimitStatus());
+    svc_->NoteStreams("observe", +1);
+    auto self = weak_self_.lock();
+    absl::StatusOr<uint64_t> id = svc_->observers()->Start(
+        request().name(), std::shared_ptr<ObserveSink>(self, static_cast<ObserveSink*>(this)));
+    if (!id.ok()) return End(ToGrpc(id.status()));
+    std::lock_guard<std::mutex> l(mu_);
+    id_ = *id;
+    if (ended_) svc_->observers()->Stop(id_);
+  }
+
+  void OnState(std::shared_ptr<const LockSnapshot> state) override {
+    std::unique_lock<std::mutex> l(mu_);
+    if (ended_ || state->version <= queued_version_) return;
+    queued_version_ = state->version;
+    pending_ = std::move(state);
+    Pump(l);
+  }
+  void OnDrain() override {
+    End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "the replica is draining (shutting down); observe through another"));
+  }
+  void OnWriteDone(bool ok) override {
+    std::unique_lock<std::mutex> l(mu_);
+    writing_ = false;
+    if (!ok) {
+      pending_.reset();
+      l.unlock();
+      End(grpc::Status::CANCELLED);
+      return;
+    }
+    Pump(l);
+  }
+  void OnCancel() override { End(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ended_ = true;
+      finish_.reset();
+      pending_.reset();
+    }
+    if (id_ != 0) svc_->observers()->Stop(id_);
+    if (counted_) {
+      svc_->CloseStream();
+      svc_->NoteStreams("observe", -1);
+    }
+    ServerStreamCall::OnDone();  // may destroy *this
+  }
+
+ private:
+  explicit ObserveReactor(LockServiceImpl* svc) : svc_(svc) {}
+
+  // Ends the stream with `status` once the write in flight (if any) is done.
+  void End(grpc::Status status) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (ended_) return;
+    ended_ = true;
+    pending_.reset();
+    finish_ = std::move(status);
+    const uint64_t id = id_;
+    Pump(l);
+    if (l.owns_lock()) l.unlock();
+    if (id != 0) svc_->observers()->Stop(id);
+  }
+  void Pump(std::unique_lock<std::mutex>& l) {
+    if (writing_) return;
+    if (finish_) {
+      grpc::Status s = *finish_;
+      finish_.reset();
+      l.unlock();
+      svc_->NoteRequest("Observe", s.error_code());
+      Finish(s);
+      return;
+    }
+    if (!pending_) return;
+    std::shared_ptr<const LockSnapshot> state = std::move(pending_);
+    current_.Clear();
+    current_.set_state(state->known ? v1::ObserveEvent::CURRENT : v1::ObserveEvent::UNKNOWN);
+    current_.set_name(state->name);
+    current_.set_sequence(++sequence_);
+    current_.set_max_holders(state->max_holders);
+    current_.set_waiters(state->waiters);
+    current_.set_message(state->message);
+    for (const auto& h : state->holders) ToProto(h, current_.add_holders());
+    writing_ = true;
+    l.unlock();
+    StartWrite(&current_);
+  }
+
+  LockServiceImpl* const svc_;
+  std::weak_ptr<ObserveReactor> weak_self_;
+  bool counted_ = false;
+  std::mutex mu_;
+  uint64_t id_ = 0;                                  // GUARDED_BY(mu_) after OnStart
+  bool ended_ = false;                               // GUARDED_BY(mu_)
+  bool writing_ = false;                             // GUARDED_BY(mu_)
+  std::optional<grpc::Status> finish_;               // GUARDED_BY(mu_)
+  std::shared_ptr<const LockSnapshot> pending_;      // GUARDED_BY(mu_)
+  uint64_t queued_version_ = 0;                      // GUARDED_BY(mu_)
+  uint64_t sequence_ = 0;                            // GUARDED_BY(mu_)
+  v1::ObserveEvent current_;                         // GUARDED_BY(mu_) while !writing_
+};
+
 void ToProto(const ContenderView& v, v1::Contender* out) {
   out->set_owner(v.info.owner);
   out->mutable_metadata()->insert(v.info.metadata.begin(), v.info.metadata.end());
@@ -564,6 +694,31 @@ void LockServiceImpl::Start(grpc::ServerCompletionQueue* cq) {
         async->RequestList(ctx, req, r, cq, cq, tag);
       },
       cq, [this](ListCall* call) { List(call); });
+  ProclaimCall::Await(
+      [async](grpc::ServerContext* ctx, v1::ProclaimRequest* req, ProclaimCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestProclaim(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](ProclaimCall* call) { Proclaim(call); });
+  AwaitObserve();
+}
+
+void LockServiceImpl::AwaitObserve() { ObserveReactor::Await(this, &async_, cq_); }
+
+void LockServiceImpl::Proclaim(ProclaimCall* call) {
+  ProclaimCall* reactor = call;
+  const v1::ProclaimRequest* req = &call->request();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "Proclaim");
+  absl::Status allowed =
+      who.ok() ? AuthorizeLease(*who, AuthzAction::kProclaim, req->lease_id()) : who.status();
+  if (Refused(reactor, "Proclaim", allowed)) return;
+  std::map<std::string, std::string> metadata(req->metadata().begin(), req->metadata().end());
+  engine_->Proclaim(req->lease_id(), req->fencing_token(), metadata,
+                    [this, reactor](absl::Status s) {
+                      grpc::Status g = ToGrpc(s);
+                      NoteRequest("Proclaim", g.error_code());
+                      reactor->Finish(g);
+                    });
 }
 
 void LockServiceImpl::AwaitAcquire() { AcquireReactor::Await(this, &async_, cq_); }

@@ -14,6 +14,7 @@
 #include "server/async_rpc.h"
 #include "server/authz.h"
 #include "server/lock_engine.h"
+#include "server/lock_observers.h"
 #include "server/service_observer.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
@@ -35,6 +36,9 @@ class LockServiceImpl final {
   using RevokeCall = rpc::UnaryCall<v1::RevokeRequest, v1::RevokeResponse>;
   using DescribeCall = rpc::UnaryCall<v1::DescribeRequest, v1::DescribeResponse>;
   using ListCall = rpc::UnaryCall<v1::ListRequest, v1::ListResponse>;
+  using ProclaimCall = rpc::UnaryCall<v1::ProclaimRequest, v1::ProclaimResponse>;
+  void Proclaim(ProclaimCall* call);
+  void AwaitObserve();
   void Release(ReleaseCall* call);
   void Revoke(RevokeCall* call);
   void Describe(DescribeCall* call);
@@ -51,6 +55,9 @@ class LockServiceImpl final {
   grpc::Status StreamLimitStatus() const;
   void CloseStream() { open_streams_.fetch_sub(1); }
   LockEngine* engine() const { return engine_; }
+  // The Observe RPC's hub; set before serving (null: Observe is UNAVAILABLE).
+  void SetObservers(LockObservers* observers) { observers_ = observers; }
+  LockObservers* observers() const { return observers_; }
   // Set before serving; `observer` must outlive the service.
   void SetObserver(ServiceObserver* observer) { observer_ = observer; }
   void NoteRequest(const char* method, grpc::StatusCode code) const {
@@ -96,6 +103,7 @@ class LockServiceImpl final {
   ClientCertVerifier* verifier_ = nullptr;
   PolicyFile* policy_ = nullptr;
   LockEngine* const engine_;
+  LockObservers* observers_ = nullptr;
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};
   ServiceObserver* observer_ = nullptr;

@@ -201,8 +201,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;
   r->engine_ = std::make_unique<LockEngine>(sessions, r->timers_.get(), eo);
+  r->observers_ = std::make_unique<LockObservers>(r->engine_.get());
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
+  r->service_->SetObservers(r->observers_.get());
   if (!c.tls_client_ca_file.empty()) {
     auto ca = ReadFile(c.tls_client_ca_file, "TLS client CA");
     if (!ca.ok()) return ca.status();
@@ -347,6 +349,7 @@ std::string Replica::address() const {
 
 void Replica::Drain() {
   engine_->BeginDrain();
+  observers_->Drain();
   auto deadline = std::chrono::steady_clock::now() + config_.drain_timeout;
   // Holders release on their own schedule; check a few times a second.
   while (engine_->stats().holders > 0 && std::chrono::steady_clock::now() < deadline) {

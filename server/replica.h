@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "server/flags.h"
 #include "server/lock_engine.h"
+#include "server/lock_observers.h"
 #include "server/timer_queue.h"
 #include "server/zk_session.h"
 
@@ -107,6 +108,7 @@ class Replica {
   int metrics_port() const;
   std::string address() const;
   LockEngine& engine() { return *engine_; }
+  LockObservers& observers() { return *observers_; }
   ZkSession& zk() { return *zk_[0]; }
   // Session `i` of the pool (config().zk_sessions of them).
   ZkSession& zk(size_t i) { return *zk_[i]; }
@@ -143,6 +145,8 @@ class Replica {
   std::unique_ptr<TimerQueue> timers_;
   std::vector<std::unique_ptr<ZkSession>> zk_;
   std::unique_ptr<LockEngine> engine_;
+  // The Observe RPC's hub (its watchers end with the sessions' Close).
+  std::unique_ptr<LockObservers> observers_;
   std::unique_ptr<ClientCertVerifier> verifier_;
   std::unique_ptr<PolicyFile> policy_;
   std::unique_ptr<LockServiceImpl> service_;

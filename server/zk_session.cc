@@ -323,6 +323,39 @@ class ZkClientSession final : public ZkSession {
     });
   }
 
+  uint64_t GetChildrenWatch(const std::string& path, Watcher watcher,
+                            ChildrenStatCallback done) override {
+    CountCall(ZkOp::kGetChildren);
+    auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kGetChildren;
+    ctx->children_stat = std::move(done);
+    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
+    const uint64_t wid = ctx->watcher_id;
+    Issue(ctx, [=](zhandle_t* zh) {
+      return zoo_awget_children2(zh, path.c_str(),
+                                 wid != 0 ? &ZkClientSession::OnWatch : nullptr,
+                                 reinterpret_cast<void*>(static_cast<uintptr_t>(wid)),
+                                 &ZkClientSession::OnChildrenStat, ctx);
+    });
+    return wid;
+  }
+
+  uint64_t ExistsWatch(const std::string& path, Watcher watcher, StatCallback done) override {
+    CountCall(ZkOp::kExists);
+    auto* ctx = new CallContext{this, 0};
+    ctx->op = ZkOp::kExists;
+    ctx->stat = std::move(done);
+    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
+    ctx->keeps_watch_on_no_node = true;
+    const uint64_t wid = ctx->watcher_id;
+    Issue(ctx, [=](zhandle_t* zh) {
+      return zoo_awexists(zh, path.c_str(), wid != 0 ? &ZkClientSession::OnWatch : nullptr,
+                          reinterpret_cast<void*>(static_cast<uintptr_t>(wid)),
+                          &ZkClientSession::OnStat, ctx);
+    });
+    return wid;
+  }
+
   void Sync(const std::string& path, VoidCallback done) override {
     CountCall(ZkOp::kSync);
     auto* ctx = new CallContext{this, 0};
@@ -345,6 +378,8 @@ class ZkClientSession final : public ZkSession {
     MultiCallback multi;
     std::vector<zoo_op_result_t> multi_results;
     ZkOp op = ZkOp::kCount;
+    // An exists watch stays on a missing node (ZNONODE): the watcher is kept.
+    bool keeps_watch_on_no_node = false;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
     // Tells the observer (metrics) how the request completed.
@@ -447,6 +482,7 @@ class ZkClientSession final : public ZkSession {
   static void OnStat(int rc, const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
     ctx->Report(MapRc(rc));
+    if (rc != ZOK && !(rc == ZNONODE && ctx->keeps_watch_on_no_node)) DropWatcher(ctx->watcher_id);
     ctx->stat(MapRc(rc), ToStat(rc == ZOK ? stat : nullptr));
     delete ctx;
   }
@@ -455,6 +491,7 @@ class ZkClientSession final : public ZkSession {
                              const struct Stat* stat, const void* data) {
     auto* ctx = static_cast<CallContext*>(const_cast<void*>(data));
     ctx->Report(MapRc(rc));
+    if (rc != ZOK) DropWatcher(ctx->watcher_id);  // the C client keeps it only on success
     std::vector<std::string> names;
     if (rc == ZOK && strings != nullptr) {
       names.reserve(strings->count);

@@ -155,6 +155,14 @@ class ZkSession {
     });
   }
   virtual void Exists(const std::string& path, StatCallback done) = 0;
+  // Watching reads for observers (LockObservers): a children watch left
+  // only if the node exists (it fires on a child's creation or deletion,
+  // and on the node's deletion), and an existence watch left whether or
+  // not the node exists (it fires on its creation, deletion or a data
+  // change). The watcher is called at most once, as GetData's.
+  virtual uint64_t GetChildrenWatch(const std::string& path, Watcher watcher,
+                                    ChildrenStatCallback done) = 0;
+  virtual uint64_t ExistsWatch(const std::string& path, Watcher watcher, StatCallback done) = 0;
   // ZooKeeper's sync: the server this session is connected to catches up
   // with the leader. Its success proves the leader was reachable (and the
   // session valid) after the call was made; a follower cut off from the

@@ -125,6 +125,15 @@ class FaultySession final : public ZkSession {
   void RemoveWatch(const std::string& path, uint64_t key, bool only_watcher) override {
     real_->RemoveWatch(path, key, only_watcher);
   }
+  uint64_t GetChildrenWatch(const std::string& path, Watcher w,
+                            ChildrenStatCallback done) override {
+    CountCall(ZkOp::kGetChildren);
+    return real_->GetChildrenWatch(path, std::move(w), std::move(done));
+  }
+  uint64_t ExistsWatch(const std::string& path, Watcher w, StatCallback done) override {
+    CountCall(ZkOp::kExists);
+    return real_->ExistsWatch(path, std::move(w), std::move(done));
+  }
   void GetChildren(const std::string& path, ChildrenCallback done) override {
     CountCall(ZkOp::kGetChildren);
     real_->GetChildren(path, std::move(done));
