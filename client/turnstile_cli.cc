@@ -1,7 +1,9 @@
 // turnstile: command-line client for turnstiled, over the C++ client library.
 //
 //   turnstile [global flags] acquire NAME [--wait D] [--ttl D] [--hold D]
-//   turnstile [global flags] run NAME [--timeout D] [--ttl D] [--grace D] -- CMD ARGS...
+//   turnstile [global flags] run NAME [NAME...] [--timeout D] [--ttl D] [--grace D] -- CMD ARGS...
+//   turnstile [global flags] elect NAME VALUE [--timeout D] [--grace D] -- CMD ARGS...
+//   turnstile [global flags] observe NAME [--count N]
 //   turnstile [global flags] describe NAME
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
@@ -35,160 +37,26 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "client/cli_common.h"
 #include "client/json_quote.h"
 #include "client/lib/client.h"
+#include "client/lib/coordination.h"
 #include "client/lib/tls.h"
 #include "server/flags.h"
 #include "server/lock_name.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
-
-extern char** environ;
+namespace turnstile::cli {
+// The election and observation commands (cli_coordination.cc).
+int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv);
+int CmdObserve(const Globals& g, StopSignals& stop, int argc, char** argv);
+}  // namespace turnstile::cli
 
 namespace {
 
-using turnstile::FlagSet;
+using namespace turnstile::cli;  // NOLINT(build/namespaces): the CLI's own helpers
 using turnstile::JsonQuote;
-using turnstile::client::AcquireOptions;
-using turnstile::client::Client;
-using turnstile::client::LockState;
-using turnstile::client::LockStatus;
-using Millis = std::chrono::milliseconds;
-
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitNotAcquired = 75;
-constexpr int kExitLost = 76;
-
-struct Globals {
-  std::string server = "127.0.0.1:7400";
-  std::string tls_ca_file;
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string output = "text";
-  std::string owner;
-  Millis timeout{10000};  // unary calls
-  bool json() const { return output == "json"; }
-};
-
-void RegisterGlobals(FlagSet* f, Globals* g) {
-  f->String("server", &g->server, "turnstiled address (host:port or a gRPC target)");
-  f->String("tls-ca-file", &g->tls_ca_file, "PEM CA certificates: use TLS to the server");
-  f->String("tls-cert-file", &g->tls_cert_file,
-            "PEM client certificate (with --tls-key-file): mutual TLS; the server knows you by it");
-  f->String("tls-key-file", &g->tls_key_file, "PEM private key of --tls-cert-file");
-  f->String("output", &g->output, "text or json (one JSON object per line)");
-  f->String("owner", &g->owner, "owner recorded on the lock (default user@host)");
-  f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list, release and health");
-}
-
-void PrintLine(const std::string& s) {
-  std::fputs(s.c_str(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-}
-
-int ReportError(const Globals& g, const absl::Status& s) {
-  if (g.json()) {
-    PrintLine(absl::StrCat("{\"error\":", JsonQuote(absl::StatusCodeToString(s.code())),
-                           ",\"message\":", JsonQuote(std::string(s.message())), "}"));
-  } else {
-    std::fprintf(stderr, "turnstile: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
-                 std::string(s.message()).c_str());
-  }
-  if (s.code() == absl::StatusCode::kFailedPrecondition ||
-      s.code() == absl::StatusCode::kDeadlineExceeded) {
-    return kExitNotAcquired;
-  }
-  return kExitError;
-}
-
-std::string DefaultOwner() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  const char* user = std::getenv("USER");
-  return absl::StrCat(user ? user : "user", "@", host, "/", getpid());
-}
-
-absl::StatusOr<std::unique_ptr<Client>> Connect(const Globals& g) {
-  turnstile::client::ClientOptions o;
-  o.target = g.server;
-  o.tls_ca_file = g.tls_ca_file;
-  o.tls_cert_file = g.tls_cert_file;
-  o.tls_key_file = g.tls_key_file;
-  o.default_owner = g.owner.empty() ? DefaultOwner() : g.owner;
-  return Client::Connect(o);
-}
-
-// A TLS file that cannot be used ends the command (never a fallback to
-// plaintext).
-std::shared_ptr<grpc::Channel> Channel(const Globals& g) {
-  auto creds = turnstile::client::MakeChannelCredentials(
-      {g.tls_ca_file, g.tls_cert_file, g.tls_key_file});
-  if (!creds.ok()) {
-    std::fprintf(stderr, "turnstile: %s\n", std::string(creds.status().message()).c_str());
-    std::exit(kExitError);
-  }
-  return grpc::CreateChannel(g.server, *creds);
-}
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
-// Stop signals (SIGINT, SIGTERM) are blocked in every thread and taken here.
-class StopSignals {
- public:
-  StopSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  // Waits up to `timeout` (forever if nullopt) for a stop signal; returns it or 0.
-  int Wait(std::optional<Millis> timeout) {
-    if (!timeout) {
-      int sig = 0;
-      sigwait(&set_, &sig);
-      return sig;
-    }
-    timespec ts{static_cast<time_t>(timeout->count() / 1000),
-                static_cast<long>(timeout->count() % 1000) * 1000000};
-    int sig = sigtimedwait(&set_, nullptr, &ts);
-    return sig > 0 ? sig : 0;
-  }
-  const sigset_t& set() const { return set_; }
-
- private:
-  sigset_t set_;
-};
-
-// Watches a held lock's status from library callbacks.
-struct LockWatch {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<LockStatus> last;   // GUARDED_BY(mu)
-  bool lost = false;                // GUARDED_BY(mu)
-
-  void OnChange(const LockStatus& s) {
-    std::lock_guard<std::mutex> l(mu);
-    last = s;
-    // A release this process did not ask for is a loss too; callers read
-    // `lost` before they release.
-    if (s.state == LockState::kLost || s.state == LockState::kReleased) lost = true;
-    cv.notify_all();
-  }
-};
-
-std::string StatusJson(const std::string& event, const LockStatus& s) {
-  std::string out = absl::StrCat("{\"event\":", JsonQuote(event), ",\"state\":",
-                                 JsonQuote(turnstile::client::LockStateName(s.state)));
-  if (!s.lost_reason.empty()) absl::StrAppend(&out, ",\"reason\":", JsonQuote(s.lost_reason));
-  if (!s.message.empty()) absl::StrAppend(&out, ",\"message\":", JsonQuote(s.message));
-  return out + "}";
-}
 
 int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   Millis wait(3600 * 1000), ttl(0), hold(0);
@@ -309,7 +177,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
 
 int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   Millis timeout(3600 * 1000), ttl(0), grace(10000);
-  FlagSet f("turnstile run NAME [flags] -- CMD ARGS...");
+  FlagSet f("turnstile run NAME [NAME...] [flags] -- CMD ARGS...");
   f.Duration("timeout", &timeout, "how long to wait for the lock (0 = try once)");
   f.Duration("ttl", &ttl, "lease ttl, kept alive automatically while CMD runs (0 = while connected)");
   bool shared = false;
@@ -329,19 +197,43 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.Duration("lock-delay", &lock_delay,
              "if the hold ends involuntarily, the next grant waits this long (0..60s)");
   bool help = false;
-  auto args = f.Parse(argc, argv, &help);
+  // NAME [NAME...] -- CMD ARGS: the names are the arguments before "--";
+  // without "--", the first argument is the name and the rest the command.
+  int dashes = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      dashes = i;
+      break;
+    }
+  }
+  auto args = f.Parse(dashes < 0 ? argc : dashes, argv, &help);
   if (help) {
     std::fputs(f.Usage().c_str(), stdout);
     std::puts(
         "\nRuns CMD while holding NAME. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
         "and TURNSTILE_LEASE_ID in its environment. If the lock is lost, CMD gets SIGTERM,\n"
         "then SIGKILL after --grace.\n"
+        "Several names (run A B C -- CMD): all are taken or none, within --timeout in all,\n"
+        "always in byte order of the names (two such runs never deadlock); losing any one\n"
+        "stops CMD. CMD also gets TURNSTILE_LOCK_COUNT and, for i = 0..count-1 in that order,\n"
+        "TURNSTILE_LOCK_NAME_i, TURNSTILE_FENCING_TOKEN_i and TURNSTILE_LEASE_ID_i (the\n"
+        "unnumbered variables name the first).\n"
         "Exit: CMD's code (128+N if killed by signal N); 75 not acquired; 76 lock lost;\n"
         "1 server error; 2 usage.");
     return 0;
   }
-  if (!args.ok() || args->size() < 2) {
-    std::fprintf(stderr, "%s\n%s", args.ok() ? "run needs NAME -- CMD [ARGS...]" :
+  std::vector<std::string> names, command;
+  if (args.ok()) {
+    if (dashes < 0) {
+      if (!args->empty()) names.push_back((*args)[0]);
+      command.assign(args->begin() + std::min<size_t>(1, args->size()), args->end());
+    } else {
+      names = *args;
+      for (int i = dashes + 1; i < argc; ++i) command.push_back(argv[i]);
+    }
+  }
+  if (!args.ok() || names.empty() || command.empty()) {
+    std::fprintf(stderr, "%s\n%s", args.ok() ? "run needs NAME [NAME...] -- CMD [ARGS...]" :
                  std::string(args.status().message()).c_str(), f.Usage().c_str());
     return kExitUsage;
   }
@@ -355,7 +247,12 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
                  turnstile::kMaxSemaphoreHoldersEver);
     return kExitUsage;
   }
-  const std::string name = (*args)[0];
+  auto order = turnstile::client::CanonicalLockOrder(names);
+  if (!order.ok()) {
+    std::fprintf(stderr, "turnstile: %s\n", std::string(order.status().message()).c_str());
+    return kExitUsage;
+  }
+  const std::string what = names.size() == 1 ? "lock " + names[0] : "a lock of the set";
   auto client = Connect(g);
   if (!client.ok()) return ReportError(g, client.status());
   LockWatch watch;
@@ -375,7 +272,7 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   std::atomic<bool> revoke_pending{false};
   o.on_revoke = [&](const std::string& requester, const std::string& reason) {
     std::fprintf(stderr, "turnstile: %s asks to release %s (%s)%s\n", requester.c_str(),
-                 name.c_str(), reason.c_str(),
+                 what.c_str(), reason.c_str(),
                  on_revoke == "term" ? "; sending SIGTERM to the command" : "; ignored");
     if (g.json()) {
       PrintLine(absl::StrCat("{\"event\":\"revoke_requested\",\"requester\":", JsonQuote(requester),
@@ -385,121 +282,59 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     revoke_pending = true;
     if (pid_t p = running.load(); p > 0) kill(p, SIGTERM);
   };
-  auto lock = (*client)->Acquire(name, o);
-  if (!lock.ok()) return ReportError(g, lock.status());
-
-  // The child: the lock's identity in its environment, default signal mask.
-  std::vector<std::string> env_strings = {
-      "TURNSTILE_LOCK_NAME=" + name,
-      absl::StrCat("TURNSTILE_FENCING_TOKEN=", lock->fencing_token()),
-      "TURNSTILE_LEASE_ID=" + lock->lease_id()};
-  std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("TURNSTILE_LOCK_NAME=", 0) == 0 || kv.rfind("TURNSTILE_FENCING_TOKEN=", 0) == 0 ||
-        kv.rfind("TURNSTILE_LEASE_ID=", 0) == 0) {
-      continue;
-    }
-    envp.push_back(*e);
-  }
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<char*> cmd;
-  for (size_t i = 1; i < args->size(); ++i) cmd.push_back((*args)[i].data());
-  cmd.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t child = -1;
-  int rc = posix_spawnp(&child, cmd[0], nullptr, &attr, cmd.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    std::fprintf(stderr, "turnstile: cannot run %s: %s\n", cmd[0], std::strerror(rc));
-    (void)lock->Release();  // the command never ran; nothing to report
-    return 127;
-  }
-  running = child;
-  if (revoke_pending.load()) kill(child, SIGTERM);
-  if (g.json()) {
-    PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonQuote(name),
-                           ",\"fencing_token\":", lock->fencing_token(),
-                           ",\"lease_id\":", JsonQuote(lock->lease_id()), ",\"pid\":", child, "}"));
+  std::vector<turnstile::client::Lock> locks;
+  if (names.size() == 1) {
+    auto lock = (*client)->Acquire(names[0], o);
+    if (!lock.ok()) return ReportError(g, lock.status());
+    locks.push_back(std::move(*lock));
+  } else {
+    auto all = turnstile::client::AcquireAll(client->get(), names, o);
+    if (!all.ok()) return ReportError(g, all.status());
+    locks = std::move(all->locks());
   }
 
-  // One thread reaps the child; this thread reacts to loss and signals.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool exited = false;
-  int wstatus = 0;
-  std::thread reaper([&] {
-    int st = 0;
-    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
-    }
-    {
-      std::lock_guard<std::mutex> l(mu);
-      exited = true;
-      wstatus = st;
-    }
-    cv.notify_all();
-    // Never hold mu while taking watch.mu: the waiter below nests them the
-    // other way round.
-    std::lock_guard<std::mutex> wl(watch.mu);
-    watch.cv.notify_all();
-  });
-  std::atomic<bool> stopping{false};
-  std::thread forwarder([&] {
-    // Forward Ctrl-C / SIGTERM to the command; a SIGHUP from us ends it.
-    for (;;) {
-      int sig = stop.Wait(std::nullopt);
-      if (stopping.load()) return;
-      kill(child, sig == SIGHUP ? SIGTERM : sig);
-    }
-  });
-  bool lost = false;
-  {
-    std::unique_lock<std::mutex> wl(watch.mu);
-    watch.cv.wait(wl, [&] {
-      std::lock_guard<std::mutex> l(mu);
-      return exited || watch.lost;
-    });
-    lost = watch.lost;
-  }
-  bool was_exited;
-  {
-    std::lock_guard<std::mutex> l(mu);
-    was_exited = exited;
-  }
-  if (lost && !was_exited) {
-    std::string reason;
-    {
-      std::lock_guard<std::mutex> wl(watch.mu);
-      reason = watch.last ? watch.last->lost_reason : "?";
-    }
-    std::fprintf(stderr, "turnstile: lock %s lost (%s); stopping the command\n", name.c_str(),
-                 reason.c_str());
-    kill(child, SIGTERM);
-    std::unique_lock<std::mutex> l(mu);
-    if (!cv.wait_for(l, grace, [&] { return exited; })) {
-      kill(child, SIGKILL);
-      cv.wait(l, [&] { return exited; });
+  std::vector<std::string> env = {"TURNSTILE_LOCK_NAME=" + locks[0].name(),
+                                  absl::StrCat("TURNSTILE_FENCING_TOKEN=", locks[0].fencing_token()),
+                                  "TURNSTILE_LEASE_ID=" + locks[0].lease_id()};
+  if (locks.size() > 1) {
+    env.push_back(absl::StrCat("TURNSTILE_LOCK_COUNT=", locks.size()));
+    for (size_t i = 0; i < locks.size(); ++i) {
+      env.push_back(absl::StrCat("TURNSTILE_LOCK_NAME_", i, "=", locks[i].name()));
+      env.push_back(absl::StrCat("TURNSTILE_FENCING_TOKEN_", i, "=", locks[i].fencing_token()));
+      env.push_back(absl::StrCat("TURNSTILE_LEASE_ID_", i, "=", locks[i].lease_id()));
     }
   }
-  reaper.join();
-  stopping = true;
-  kill(getpid(), SIGHUP);
-  forwarder.join();
-  absl::Status released = lock->Release();
-  if (lost) {
+  ChildOutcome child = RunChild(
+      stop, watch, command, env, grace, &running, what, [&](pid_t pid) {
+        if (revoke_pending.load()) kill(pid, SIGTERM);
+        if (!g.json()) return;
+        if (locks.size() == 1) {
+          PrintLine(absl::StrCat("{\"event\":\"running\",\"name\":", JsonQuote(locks[0].name()),
+                                 ",\"fencing_token\":", locks[0].fencing_token(), ",\"lease_id\":",
+                                 JsonQuote(locks[0].lease_id()), ",\"pid\":", pid, "}"));
+          return;
+        }
+        std::string held = "[";
+        for (size_t i = 0; i < locks.size(); ++i) {
+          absl::StrAppend(&held, i ? "," : "", "{\"name\":", JsonQuote(locks[i].name()),
+                          ",\"fencing_token\":", locks[i].fencing_token(), ",\"lease_id\":",
+                          JsonQuote(locks[i].lease_id()), "}");
+        }
+        PrintLine(absl::StrCat("{\"event\":\"running\",\"locks\":", held, "],\"pid\":", pid, "}"));
+      });
+  absl::Status released;
+  for (auto it = locks.rbegin(); it != locks.rend(); ++it) {
+    absl::Status s = it->Release();
+    if (released.ok() && !s.ok()) released = s;
+  }
+  if (!child.started) return child.code;  // the command never ran; nothing to report
+  if (child.lost) {
     if (g.json()) PrintLine("{\"event\":\"lost\"}");
     return kExitLost;
   }
-  int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  if (g.json()) PrintLine(absl::StrCat("{\"event\":\"exited\",\"code\":", code, "}"));
+  if (g.json()) PrintLine(absl::StrCat("{\"event\":\"exited\",\"code\":", child.code, "}"));
   if (!released.ok()) ReportError(g, released);
-  return code;
+  return child.code;
 }
 
 int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
@@ -667,7 +502,9 @@ const char* kUsage =
     "Usage: turnstile [global flags] COMMAND [args]\n\n"
     "Commands:\n"
     "  acquire NAME            hold NAME until interrupted; prints the fencing token\n"
-    "  run NAME -- CMD ARGS    run CMD while holding NAME\n"
+    "  run NAME -- CMD ARGS    run CMD while holding NAME (several names: all or none)\n"
+    "  elect NAME VALUE -- CMD run CMD while leader of election NAME, with VALUE\n"
+    "  observe NAME            print the holders of NAME (the leader) at every change\n"
     "  describe NAME           holders and waiters of NAME, in order\n"
     "  list [PREFIX]           locks with holders or waiters\n"
     "  release LEASE_ID        release a lease (from any replica)\n"
@@ -711,6 +548,8 @@ int main(int argc, char** argv) {
   char** sub_argv = argv + cmd_index;  // sub_argv[0] is the command word
   if (cmd == "acquire") return CmdAcquire(g, stop, sub_argc, sub_argv);
   if (cmd == "run") return CmdRun(g, stop, sub_argc, sub_argv);
+  if (cmd == "elect") return CmdElect(g, stop, sub_argc, sub_argv);
+  if (cmd == "observe") return CmdObserve(g, stop, sub_argc, sub_argv);
   if (cmd == "bench") return ExecBench(stop, sub_argc, sub_argv);
   FlagSet none(std::string("turnstile ") + cmd);
   bool sub_help = false;

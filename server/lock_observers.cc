@@ -247,20 +247,25 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
           ContenderView v = *g->holders[i];
           v.position = static_cast<int64_t>(s->holders.size()) + 1;
           const std::string& node = g->nodes[i];
-          if (v.info.granted_unix_ms == 0) {
-            v.info.granted_unix_ms = engine_->LocalGrantUnixMs(o->lock_path + "/" + node);
-          }
+          // The grant time, once chosen, stays (a later read must not
+          // turn a seen time into the granting replica's, or back): a
+          // semaphore's mark, else the one chosen before, else this
+          // replica's own grant, else when this replica saw it happen.
           auto was = o->seen_granted.find(node);
-          int64_t seen_at = was != o->seen_granted.end() ? was->second : 0;
-          if (was == o->seen_granted.end() && saw_before) {
-            bool held_before = false;
-            for (const auto& h : o->last->holders) {
-              held_before = held_before || h.fencing_token == v.fencing_token;
-            }
-            seen_at = held_before ? 0 : NowUnixMs();
+          if (v.info.granted_unix_ms == 0 && was != o->seen_granted.end()) {
+            v.info.granted_unix_ms = was->second;
           }
-          seen[node] = seen_at;
-          if (v.info.granted_unix_ms == 0) v.info.granted_unix_ms = seen_at;
+          if (v.info.granted_unix_ms == 0 && was == o->seen_granted.end()) {
+            v.info.granted_unix_ms = engine_->LocalGrantUnixMs(o->lock_path + "/" + node);
+            if (v.info.granted_unix_ms == 0 && saw_before) {
+              bool held_before = false;
+              for (const auto& h : o->last->holders) {
+                held_before = held_before || h.fencing_token == v.fencing_token;
+              }
+              if (!held_before) v.info.granted_unix_ms = NowUnixMs();
+            }
+          }
+          seen[node] = v.info.granted_unix_ms;
           if (v.kind == ContenderKind::kSemaphore && s->max_holders == 0) {
             s->max_holders = v.max_holders;
           }

@@ -279,7 +279,8 @@ TEST_F(CliTest, JsonOutputParses) {
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub : {"acquire", "run", "describe", "list", "release", "revoke", "health"}) {
+  for (const char* sub : {"acquire", "run", "describe", "list", "release", "revoke", "health",
+                          "elect", "observe"}) {
     std::string cmd = std::string(CLI_PATH) + " " + sub + " --help > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << sub;
   }
@@ -386,6 +387,134 @@ TEST_F(CliTest, AcquireShowsLivePositionOnATerminalAndReleasesOnInterrupt) {
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, 0) << seen;
   EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("tty")).empty(); }, milliseconds(10000)));
+}
+
+// Issue 23: `elect` runs its command while leader, passing the term; a
+// revocation makes the leader step down (SIGTERM to its command, which
+// ends the run with the command's code) and the next candidate leads; a
+// lost leadership stops the command and exits 76. `observe` prints every
+// change of leader, with the leader's value.
+TEST_F(CliTest, ElectRunsTheCommandWhileLeaderAndObserveFollowsTheLeaders) {
+  auto observer = ChildProcess::Spawn(Cli({"observe", "leader"}));
+  ASSERT_TRUE(observer);
+  ASSERT_TRUE(observer->AwaitLine("FREE", milliseconds(20000)));
+  const std::string a_file = dir_ + "/a", b_file = dir_ + "/b";
+  auto script = [](const std::string& file, const std::string& tail) {
+    return "echo \"$TURNSTILE_FENCING_TOKEN $TURNSTILE_LEASE_ID\" > " + file + ".tmp; mv " +
+           file + ".tmp " + file + "; " + tail;
+  };
+  auto a = ChildProcess::Spawn(
+      Cli({"elect", "leader", "10.0.0.1:80", "--", "/bin/sh", "-c",
+           script(a_file, "while :; do sleep 0.05; done")}));
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(WaitFor([&] { return access(a_file.c_str(), F_OK) == 0; }, milliseconds(20000)));
+  std::vector<std::string> a_parts = absl::StrSplit(ReadFile(a_file), absl::ByAnyChar(" \n"),
+                                                    absl::SkipEmpty());
+  ASSERT_EQ(a_parts.size(), 2u);
+  auto line = observer->AwaitLine("HELD", milliseconds(20000));
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("value=10.0.0.1:80"), std::string::npos) << *line;
+  EXPECT_NE(line->find("fencing_token=" + a_parts[0]), std::string::npos) << *line;
+
+  auto b = ChildProcess::Spawn(
+      Cli({"elect", "leader", "10.0.0.2:80", "--", "/bin/sh", "-c",
+           script(b_file, "while :; do sleep 0.05; done")}));
+  ASSERT_TRUE(b);
+  line = observer->AwaitLine("HELD holders=1 waiters=1", milliseconds(20000));
+  ASSERT_TRUE(line);
+  EXPECT_NE(access(b_file.c_str(), F_OK), 0) << "a second leader ran";
+
+  // Revoke A: it steps down; its command gets SIGTERM (sh dies of it).
+  grpc::ClientContext ctx;
+  v1::RevokeRequest req;
+  req.set_lease_id(a_parts[1]);
+  req.set_reason("maintenance");
+  v1::RevokeResponse resp;
+  ASSERT_TRUE(stub_->Revoke(&ctx, req, &resp).ok());
+  auto code = a->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  ASSERT_TRUE(WaitFor([&] { return access(b_file.c_str(), F_OK) == 0; }, milliseconds(20000)));
+  std::vector<std::string> b_parts = absl::StrSplit(ReadFile(b_file), absl::ByAnyChar(" \n"),
+                                                    absl::SkipEmpty());
+  ASSERT_EQ(b_parts.size(), 2u);
+  EXPECT_GT(std::stoull(b_parts[0]), std::stoull(a_parts[0])) << "terms increase";
+  // Every line names a leader in order: A's until B's.
+  for (;;) {
+    line = observer->ReadLine(milliseconds(20000));
+    ASSERT_TRUE(line);
+    if (line->find("value=10.0.0.2:80") != std::string::npos) break;
+    ASSERT_NE(line->find("value=10.0.0.1:80"), std::string::npos) << *line;
+  }
+  EXPECT_NE(line->find("fencing_token=" + b_parts[0]), std::string::npos) << *line;
+
+  // B's leadership is lost (its lease released from outside): 76.
+  grpc::ClientContext rctx;
+  v1::ReleaseRequest rreq;
+  rreq.set_lease_id(b_parts[1]);
+  v1::ReleaseResponse rresp;
+  ASSERT_TRUE(stub_->Release(&rctx, rreq, &rresp).ok());
+  code = b->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 76);
+  ASSERT_TRUE(observer->AwaitLine("FREE", milliseconds(20000)));
+  observer->Signal(SIGINT);
+  code = observer->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0);
+}
+
+TEST_F(CliTest, ElectGivesUpAfterItsTimeoutAndObserveJsonCountsLines) {
+  AcquireStream holder(stub_.get(), OpenMsg("busy", milliseconds(10000), "incumbent"));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  const std::string marker = dir_ + "/ran";
+  auto e = ChildProcess::Spawn(Cli({"elect", "busy", "v", "--timeout", "300ms", "--", "/bin/sh",
+                                    "-c", "touch " + marker}));
+  auto code = e->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 75);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran without leadership";
+  auto o = ChildProcess::Spawn(Cli({"--output", "json", "observe", "busy", "--count", "2"}));
+  auto first = o->ReadLine(milliseconds(20000));
+  ASSERT_TRUE(first);
+  EXPECT_NE(first->find("\"state\":\"current\""), std::string::npos) << *first;
+  EXPECT_NE(first->find("\"owner\":\"incumbent\""), std::string::npos) << *first;
+  holder.SendRelease();
+  auto second = o->ReadLine(milliseconds(20000));
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->find("\"holders\":[]"), std::string::npos) << *second;
+  code = o->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0);
+  EXPECT_EQ(std::system((std::string(CLI_PATH) + " elect onlyname 2> /dev/null").c_str()) >> 8, 2);
+}
+
+// Issue 23: `run A B C -- CMD` takes every lock or none, in byte order.
+TEST_F(CliTest, RunWithSeveralNamesTakesAllOrNone) {
+  AcquireStream holder(stub_.get(), OpenMsg("m-b", milliseconds(10000)));
+  ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+  const std::string marker = dir_ + "/ran";
+  auto p = ChildProcess::Spawn(
+      Cli({"run", "m-c", "m-b", "m-a", "--timeout", "300ms", "--", "/bin/sh", "-c", "touch " + marker}));
+  auto code = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 75);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0);
+  // m-a (taken first, in byte order) was released; m-c was never tried.
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("m-a")).empty(); }, milliseconds(10000)));
+  EXPECT_TRUE(zk_->Contenders(LockPath("m-c")).empty());
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  const std::string out = dir_ + "/env";
+  p = ChildProcess::Spawn(Cli({"run", "m-c", "m-b", "m-a", "--", "/bin/sh", "-c",
+                               "echo $TURNSTILE_LOCK_COUNT $TURNSTILE_LOCK_NAME_0 "
+                               "$TURNSTILE_LOCK_NAME_1 $TURNSTILE_LOCK_NAME_2 "
+                               "$TURNSTILE_LOCK_NAME > " + out}));
+  code = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 0);
+  EXPECT_EQ(ReadFile(out), "3 m-a m-b m-c m-a\n");
+  EXPECT_EQ(std::system((std::string(CLI_PATH) + " run x x -- true 2> /dev/null").c_str()) >> 8, 2);
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // an Acquire told UNAVAILABLE, and the options checked before any RPC
 // (client/lib/careful.h, used by client.cc).
 #include "client/lib/careful.h"
+#include "client/lib/coordination.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace turnstile::client::careful {
@@ -135,3 +137,40 @@ TEST(CarefulOptions, BadOptionsAreInvalidArgumentBeforeAnyRpc) {
 
 }  // namespace
 }  // namespace turnstile::client::careful
+
+// Issue 23: the multi-lock's canonical order and the campaign's reading of
+// a replica's wait cap.
+namespace turnstile::client {
+namespace {
+
+TEST(MultiLockOrder, ByteOrderAndDuplicatesRefused) {
+  auto o = CanonicalLockOrder({"orders", "Zeta", "accounts", "\xc3\xa9t\xc3\xa9", "b"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  // Bytes, not locale: 'Z' (0x5A) < 'a'; UTF-8 lead bytes (0xC3) sort last.
+  EXPECT_EQ(*o, (std::vector<std::string>{"Zeta", "accounts", "b", "orders", "\xc3\xa9t\xc3\xa9"}));
+  EXPECT_EQ(CanonicalLockOrder({"a", "b", "a"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanonicalLockOrder({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanonicalLockOrder({"a", ""}).status().code(), absl::StatusCode::kInvalidArgument);
+  // Any permutation gives the same order (two multi-locks agree).
+  std::vector<std::string> names = {"d", "a", "c", "b"};
+  std::sort(names.begin(), names.end());
+  const auto first = *CanonicalLockOrder(names);
+  while (std::next_permutation(names.begin(), names.end())) {
+    EXPECT_EQ(*CanonicalLockOrder(names), first);
+  }
+}
+
+TEST(ElectionCampaign, ReadsTheReplicasWaitCapFromItsError) {
+  auto cap = MaxWaitFromError(absl::InvalidArgumentError(
+      "wait_timeout is 7200000ms; it must be 0..3600000ms"));
+  ASSERT_TRUE(cap);
+  EXPECT_EQ(*cap, Millis(3600000));
+  EXPECT_FALSE(MaxWaitFromError(absl::InvalidArgumentError("ttl is 5ms; it must be 0 or 500..")));
+  EXPECT_FALSE(MaxWaitFromError(absl::DeadlineExceededError(
+      "wait_timeout is 7200000ms; it must be 0..3600000ms")));
+  EXPECT_FALSE(MaxWaitFromError(absl::InvalidArgumentError("wait_timeout is 1ms; it must be 0..xms")));
+}
+
+}  // namespace
+}  // namespace turnstile::client

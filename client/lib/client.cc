@@ -1006,6 +1006,145 @@ absl::Status Client::Revoke(const std::string& lease_id, const std::string& reas
   return FromGrpc(impl_->stub->Revoke(&ctx, req, &resp));
 }
 
+namespace {
+
+Contender ConvertContender(const v1::Contender& c) {
+  Contender out;
+  out.owner = c.owner();
+  out.metadata.insert(c.metadata().begin(), c.metadata().end());
+  out.fencing_token = c.fencing_token();
+  out.replica_id = c.replica_id();
+  out.identity = c.identity();
+  out.position = c.position();
+  out.kind = c.kind() == v1::LOCK_KIND_SHARED      ? "SHARED"
+             : c.kind() == v1::LOCK_KIND_SEMAPHORE ? "SEMAPHORE"
+                                                   : "EXCLUSIVE";
+  out.max_holders = c.max_holders();
+  if (c.has_granted()) {
+    out.granted_unix_ms = c.granted().seconds() * 1000 + c.granted().nanos() / 1000000;
+  }
+  return out;
+}
+
+// Client::Observe: one thread reads the stream (a blocking reader); when it
+// fails with anything but the name's own refusal it says "unknown" and
+// observes again after a backoff.
+class ObservationImpl final : public Observation {
+ public:
+  ObservationImpl(std::shared_ptr<v1::LockService::Stub> stub, std::string name,
+                  std::function<void(const LockObservation&)> on_state,
+                  std::function<void(const absl::Status&)> on_end)
+      : stub_(std::move(stub)), name_(std::move(name)), on_state_(std::move(on_state)),
+        on_end_(std::move(on_end)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ObservationImpl() override { Stop(); }
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopped_) return;
+      stopped_ = true;
+      if (ctx_) ctx_->TryCancel();
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void Run() {
+    careful::Backoff backoff;
+    bool told_unknown = false;
+    for (;;) {
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (stopped_) return;
+        ctx_ = ctx;
+      }
+      v1::ObserveRequest req;
+      req.set_name(name_);
+      auto reader = stub_->Observe(ctx.get(), req);
+      v1::ObserveEvent ev;
+      bool got = false;
+      while (reader->Read(&ev)) {
+        got = true;
+        told_unknown = ev.state() != v1::ObserveEvent::CURRENT;
+        LockObservation o;
+        o.known = ev.state() == v1::ObserveEvent::CURRENT;
+        o.name = ev.name();
+        o.waiters = ev.waiters();
+        o.max_holders = ev.max_holders();
+        o.message = ev.message();
+        for (const auto& h : ev.holders()) o.holders.push_back(ConvertContender(h));
+        Deliver(o);
+      }
+      const grpc::Status st = reader->Finish();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ctx_.reset();
+        if (stopped_) return;
+      }
+      const auto code = st.error_code();
+      if (code == grpc::StatusCode::INVALID_ARGUMENT ||
+          code == grpc::StatusCode::PERMISSION_DENIED ||
+          code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::UNIMPLEMENTED) {
+        if (on_end_) on_end_(FromGrpc(st));
+        return;
+      }
+      if (got) backoff = careful::Backoff();
+      if (!told_unknown) {
+        told_unknown = true;
+        LockObservation o;
+        o.name = name_;
+        o.message = "observing again: " + st.error_message();
+        Deliver(o);
+      }
+      std::unique_lock<std::mutex> l(mu_);
+      if (cv_.wait_for(l, backoff.Next(), [this] { return stopped_; })) return;
+    }
+  }
+  void Deliver(const LockObservation& o) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopped_) return;
+    }
+    on_state_(o);
+  }
+
+  const std::shared_ptr<v1::LockService::Stub> stub_;
+  const std::string name_;
+  const std::function<void(const LockObservation&)> on_state_;
+  const std::function<void(const absl::Status&)> on_end_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;                       // GUARDED_BY(mu_)
+  std::shared_ptr<grpc::ClientContext> ctx_;   // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::Status Client::Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                              const std::map<std::string, std::string>& metadata) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::ProclaimRequest req;
+  req.set_lease_id(lease_id);
+  req.set_fencing_token(fencing_token);
+  req.mutable_metadata()->insert(metadata.begin(), metadata.end());
+  v1::ProclaimResponse resp;
+  return FromGrpc(impl_->stub->Proclaim(&ctx, req, &resp));
+}
+
+absl::StatusOr<std::unique_ptr<Observation>> Client::Observe(
+    const std::string& name, std::function<void(const LockObservation&)> on_state,
+    std::function<void(const absl::Status&)> on_end) {
+  if (name.empty()) return absl::InvalidArgumentError("name: must not be empty");
+  if (!on_state) return absl::InvalidArgumentError("on_state: must be set");
+  return std::unique_ptr<Observation>(
+      new ObservationImpl(impl_->stub, name, std::move(on_state), std::move(on_end)));
+}
+
 absl::StatusOr<Description> Client::Describe(const std::string& name) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
@@ -1013,25 +1152,11 @@ absl::StatusOr<Description> Client::Describe(const std::string& name) {
   req.set_name(name);
   v1::DescribeResponse resp;
   if (absl::Status s = FromGrpc(impl_->stub->Describe(&ctx, req, &resp)); !s.ok()) return s;
-  auto convert = [](const v1::Contender& c) {
-    Contender out;
-    out.owner = c.owner();
-    out.metadata.insert(c.metadata().begin(), c.metadata().end());
-    out.fencing_token = c.fencing_token();
-    out.replica_id = c.replica_id();
-    out.identity = c.identity();
-    out.position = c.position();
-    out.kind = c.kind() == v1::LOCK_KIND_SHARED      ? "SHARED"
-               : c.kind() == v1::LOCK_KIND_SEMAPHORE ? "SEMAPHORE"
-                                                     : "EXCLUSIVE";
-    out.max_holders = c.max_holders();
-    return out;
-  };
   Description d;
   d.name = resp.name();
   d.max_holders = resp.max_holders();
-  for (const auto& c : resp.holders()) d.holders.push_back(convert(c));
-  for (const auto& c : resp.waiters()) d.waiters.push_back(convert(c));
+  for (const auto& c : resp.holders()) d.holders.push_back(ConvertContender(c));
+  for (const auto& c : resp.waiters()) d.waiters.push_back(ConvertContender(c));
   return d;
 }
 

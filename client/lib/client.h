@@ -157,6 +157,9 @@ struct Contender {
   int64_t position = 0;  // 1-based, queue order
   std::string kind;      // "EXCLUSIVE", "SHARED" or "SEMAPHORE"
   int32_t max_holders = 0;  // a semaphore contender's N
+  // When a holder was granted (wall clock, ms since the epoch), where the
+  // server knows it (see Contender.granted in lock.proto); 0 if not.
+  int64_t granted_unix_ms = 0;
 };
 struct Description {
   std::string name;
@@ -164,6 +167,28 @@ struct Description {
   std::vector<Contender> holders;  // in grant order
   std::vector<Contender> waiters;  // in queue order
 };
+// One state of an observed lock (Client::Observe).
+struct LockObservation {
+  // false: the replica serving the observation has no ZooKeeper contact,
+  // or the library is re-observing after the stream broke: the holders
+  // are unknown (empty). A known state follows.
+  bool known = false;
+  std::string name;
+  std::vector<Contender> holders;  // grant order (a mutex: the leader, if any)
+  int64_t waiters = 0;
+  int32_t max_holders = 0;
+  std::string message;  // !known: why
+};
+
+// A running Client::Observe; destroying it (or Stop) ends it.
+class Observation {
+ public:
+  virtual ~Observation() = default;
+  // Ends the observation; on_state is not called after Stop returns.
+  // Must not be called from on_state.
+  virtual void Stop() = 0;
+};
+
 struct LockNames {
   std::vector<std::string> names;
   bool truncated = false;  // more matched than `limit`
@@ -191,6 +216,24 @@ class Client {
   // Names of locks with holders or waiters, in byte order, starting with
   // `prefix`; limit 0 = the server's default (1000).
   absl::StatusOr<LockNames> List(const std::string& prefix, int limit = 0);
+  // Replaces the metadata of the hold `lease_id` (with its fencing token)
+  // without giving it up: NOT_FOUND if the lease is gone,
+  // FAILED_PRECONDITION if the token is not the lease's (stale).
+  absl::Status Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                        const std::map<std::string, std::string>& metadata);
+  // Observes the holders of `name`: on_state gets the current state at
+  // once and again after every change (the latest state when changes come
+  // faster than they are read). When the stream fails (UNAVAILABLE: a
+  // replica draining or gone), on_state gets an unknown state and the
+  // library observes again (backoff 50 ms..1 s; through a multi-address
+  // target, another replica). on_state runs on a thread of the
+  // observation's own and must not block for long. INVALID_ARGUMENT for an
+  // empty name; errors the server gives for the name itself
+  // (INVALID_ARGUMENT, PERMISSION_DENIED) end the observation: on_end gets
+  // them (if set).
+  absl::StatusOr<std::unique_ptr<Observation>> Observe(
+      const std::string& name, std::function<void(const LockObservation&)> on_state,
+      std::function<void(const absl::Status&)> on_end = nullptr);
 
   class Impl;
 
