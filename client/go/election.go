@@ -430,8 +430,8 @@ func sameLeader(a, b *Leader) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.FencingToken == b.FencingToken && a.Value == b.Value && a.Owner == b.Owner &&
-		a.Identity == b.Identity && a.Granted.Equal(b.Granted)
+	// One term (token) has one owner and identity; its value may change.
+	return a.FencingToken == b.FencingToken && a.Value == b.Value
 }
 
 // ObserveLeader streams the leader of the election `name`: the current
