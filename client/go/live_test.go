@@ -392,8 +392,16 @@ func TestLiveElectionCampaignObserveProclaim(t *testing.T) {
 	if err := b.Proclaim(ctx, l2.LeaseID, l.FencingToken, map[string]string{ValueKey: "old"}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("proclaim with the previous term's token: %v", err)
 	}
-	if got, err := b.Leader(ctx, name); err != nil || got.Value != "v2" {
-		t.Fatalf("the refused proclaims changed the value: %+v %v", got, err)
+	// (A new observer on another replica gets that replica's latest view,
+	// which may lag a change made elsewhere by a notification delay: wait
+	// for it on the open stream, then ask ZooKeeper's view.)
+	awaitLeader(t, obs, "the second term", func(x *Leader) bool { return x != nil && x.FencingToken == l2.FencingToken })
+	if got, err := b.Leader(ctx, name); err != nil || got.Value != "v2" || got.FencingToken != l2.FencingToken {
+		t.Fatalf("Leader in the second term: %+v %v", got, err)
+	}
+	d, err = a.Describe(ctx, name)
+	if err != nil || len(d.Holders) != 1 || d.Holders[0].Metadata[ValueKey] != "v2" {
+		t.Fatalf("the refused proclaims changed the value: %+v %v", d, err)
 	}
 }
 
