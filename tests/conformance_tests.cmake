@@ -54,6 +54,13 @@ add_custom_target(turnstile_java_client ALL
 add_test(NAME java_client_unit_test
          COMMAND ${PROJECT_SOURCE_DIR}/client/java/run-tests.sh ${CMAKE_BINARY_DIR}/java)
 set_tests_properties(java_client_unit_test PROPERTIES TIMEOUT 300 LABELS java)
+# ... and its election helpers and acquireAll against real replicas
+# (tests/java_live_test.py starts them; LiveElectionTest, skipped by the
+# unit run above for want of replicas).
+add_test(NAME java_client_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/java_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(java_client_live_test PROPERTIES TIMEOUT 300 LABELS java)
 
 file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_json)
 string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")

@@ -32,7 +32,7 @@ if [ "$mode" = test ] || [ "$mode" = live ]; then
     exec go test -count=1 -v -run '^TestLive' .
   fi
   # The live tests skip themselves here (no TURNSTILE_LIVE_* replicas).
-  exec env -u TURNSTILE_LIVE_A -u TURNSTILE_LIVE_B -u TURNSTILE_LIVE_MULTI go test -count=1 ./...
+  exec env -u TURNSTILE_LIVE_A -u TURNSTILE_LIVE_B -u TURNSTILE_LIVE_MULTI -u TURNSTILE_LIVE_CAPPED go test -count=1 ./...
 fi
 mkdir -p "$src" "$out/bin" "$out/cache"
 # A fresh copy of the sources (no symlinks: the go tool resolves them badly).

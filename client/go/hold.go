@@ -154,11 +154,20 @@ func (h *Hold) lostErrLocked() error {
 // changed records a state change (h.mu held): callback, Done.
 func (h *Hold) changedLocked(s State) {
 	ch := StateChange{State: s}
-	if s == StateLost {
+	switch s {
+	case StateLost:
 		ch.Reason, ch.Message = h.t.reason, h.t.message
+	case StateSuspended:
+		ch.Reason, ch.Message = "SUSPENDED", "the replica lost its ZooKeeper connection"
+		if h.t.silent {
+			ch.Reason, ch.Message = "REFRESH_OVERDUE", "no refresh from the replica within refresh_within"
+		}
 	}
 	if f := h.opts.onChange; f != nil {
 		h.disp.push(func() { f(ch) })
+	}
+	if f := h.opts.onHold; f != nil {
+		h.disp.push(func() { f(h, ch) })
 	}
 	if (s == StateLost || s == StateReleased) && !h.doneClosed {
 		h.doneClosed = true
@@ -236,6 +245,9 @@ func (h *Hold) onEvent(ev *pb.AcquireEvent) {
 			h.t.renewed(now, a.ValidFor.AsDuration())
 		}
 		close(h.acquiredCh)
+		if f := h.opts.onHold; f != nil {
+			h.disp.push(func() { f(h, StateChange{State: StateHeld}) })
+		}
 		go h.watchdog()
 		if h.opts.ttl > 0 {
 			go h.renew()
@@ -423,6 +435,12 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return h.lostErrLocked()
 	}
 	return nil
+}
+
+// Proclaim replaces the hold's metadata (all of it) by its lease id and
+// fencing token, keeping the hold (Client.Proclaim).
+func (h *Hold) Proclaim(ctx context.Context, metadata map[string]string) error {
+	return h.c.Proclaim(ctx, h.LeaseID(), h.FencingToken(), metadata)
 }
 
 // dispatcher runs a hold's callbacks in order on one goroutine.

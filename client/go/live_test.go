@@ -2,7 +2,10 @@ package turnstile
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,4 +280,410 @@ func TestLiveLockDelay(t *testing.T) {
 		t.Fatalf("granted %v after an involuntary end with a 2s lock-delay", d)
 	}
 	w.Unlock(ctx)
+}
+
+// nextLeader reads the next leader event, failing after 20 s.
+func nextLeader(t *testing.T, ch <-chan LeaderEvent) LeaderEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("the observer's channel closed")
+		}
+		if ev.Err != nil {
+			t.Fatalf("observe: %v", ev.Err)
+		}
+		return ev
+	case <-time.After(20 * time.Second):
+		t.Fatal("no leader event within 20s")
+	}
+	return LeaderEvent{}
+}
+
+// awaitLeader reads leader events until one satisfies ok (unknown and
+// intermediate states are skipped), failing after 20 s.
+func awaitLeader(t *testing.T, ch <-chan LeaderEvent, what string, ok func(*Leader) bool) *Leader {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ev := nextLeader(t, ch)
+		if !ev.Unknown && ok(ev.Leader) {
+			return ev.Leader
+		}
+	}
+	t.Fatalf("observers never saw %s", what)
+	return nil
+}
+
+func TestLiveElectionCampaignObserveProclaim(t *testing.T) {
+	a, b, _ := live(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	const name = "live/election"
+	obs := b.ObserveLeader(ctx, name)
+	if ev := nextLeader(t, obs); ev.Unknown || ev.Leader != nil {
+		t.Fatalf("before any campaign: %+v", ev)
+	}
+	calls := make(chan bool, 10)
+	e := a.NewElection(name, OnLeadership(func(is bool, why string) { calls <- is }))
+	l, err := e.Campaign(ctx, "10.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.IsLeader() || l.FencingToken == 0 || l.Value != "10.0.0.1:8080" {
+		t.Fatalf("leadership %+v leader %v", l, e.IsLeader())
+	}
+	if is := <-calls; !is {
+		t.Fatal("OnLeadership(false) first")
+	}
+	seen := awaitLeader(t, obs, "the leader", func(x *Leader) bool { return x != nil })
+	if seen.Value != "10.0.0.1:8080" || seen.Owner != "alice" || seen.FencingToken != l.FencingToken {
+		t.Fatalf("observed %+v, leadership %+v", seen, l)
+	}
+	// Proclaim: the observers see the new value, same term.
+	if err := e.Proclaim(ctx, "10.0.0.2:8080"); err != nil {
+		t.Fatal(err)
+	}
+	seen = awaitLeader(t, obs, "the proclaimed value", func(x *Leader) bool { return x == nil || x.Value != "10.0.0.1:8080" })
+	if seen == nil || seen.Value != "10.0.0.2:8080" || seen.FencingToken != l.FencingToken {
+		t.Fatalf("after proclaim observed %+v", seen)
+	}
+	got, err := b.Leader(ctx, name)
+	if err != nil || got.Value != "10.0.0.2:8080" || got.FencingToken != l.FencingToken {
+		t.Fatalf("Leader: %+v %v", got, err)
+	}
+	d, err := b.Describe(ctx, name)
+	if err != nil || len(d.Holders) != 1 || d.Holders[0].Metadata[ValueKey] != "10.0.0.2:8080" {
+		t.Fatalf("describe %+v %v", d, err)
+	}
+	// A stale token is refused and changes nothing.
+	if err := b.Proclaim(ctx, l.LeaseID, l.FencingToken+1, map[string]string{ValueKey: "evil"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("proclaim with a wrong token: %v", err)
+	}
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.IsLeader() {
+		t.Fatal("leader after Resign")
+	}
+	if is := <-calls; is {
+		t.Fatal("no OnLeadership(false) after Resign")
+	}
+	awaitLeader(t, obs, "no leader after Resign", func(x *Leader) bool { return x == nil })
+	// The released lease is gone: NOT_FOUND, from the election and by id.
+	if err := e.Proclaim(ctx, "late"); status.Code(err) != codes.NotFound {
+		t.Fatalf("proclaim after resign: %v", err)
+	}
+	if err := b.Proclaim(ctx, l.LeaseID, l.FencingToken, map[string]string{ValueKey: "late"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("proclaim of a released lease: %v", err)
+	}
+	if _, err := b.Leader(ctx, name); status.Code(err) != codes.NotFound {
+		t.Fatalf("Leader with none: %v", err)
+	}
+	// A second term: an earlier term's token is stale for the new lease.
+	l2, err := e.Campaign(ctx, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Resign(ctx)
+	if l2.FencingToken <= l.FencingToken {
+		t.Fatalf("term %d after %d", l2.FencingToken, l.FencingToken)
+	}
+	if err := b.Proclaim(ctx, l2.LeaseID, l.FencingToken, map[string]string{ValueKey: "old"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("proclaim with the previous term's token: %v", err)
+	}
+	// (A new observer on another replica gets that replica's latest view,
+	// which may lag a change made elsewhere by a notification delay: wait
+	// for it on the open stream, then ask ZooKeeper's view.)
+	awaitLeader(t, obs, "the second term", func(x *Leader) bool { return x != nil && x.FencingToken == l2.FencingToken })
+	if got, err := b.Leader(ctx, name); err != nil || got.Value != "v2" || got.FencingToken != l2.FencingToken {
+		t.Fatalf("Leader in the second term: %+v %v", got, err)
+	}
+	d, err = a.Describe(ctx, name)
+	if err != nil || len(d.Holders) != 1 || d.Holders[0].Metadata[ValueKey] != "v2" {
+		t.Fatalf("the refused proclaims changed the value: %+v %v", d, err)
+	}
+}
+
+// waitersOf is how many wait on a lock (0 if nobody holds or waits).
+func waitersOf(t *testing.T, c *Client, name string) int {
+	t.Helper()
+	d, err := c.Describe(context.Background(), name)
+	if status.Code(err) == codes.NotFound {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d.Waiters)
+}
+
+// untilWaiters polls Describe (no event to wait on) until n wait.
+func untilWaiters(t *testing.T, c *Client, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for waitersOf(t, c, name) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never %d waiters", name, n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the server's view: no event to wait on
+	}
+}
+
+func TestLiveResignHandsLeadershipOnInOrder(t *testing.T) {
+	a, b, _ := live(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	const name = "live/handover"
+	obs := a.ObserveLeader(ctx, name)
+	e1 := a.NewElection(name, CandidateOwner("first"))
+	e2 := b.NewElection(name, CandidateOwner("second"))
+	e3 := a.NewElection(name, CandidateOwner("third"))
+	l1, err := e1.Campaign(ctx, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *Leadership
+		err error
+	}
+	r2, r3 := make(chan result, 1), make(chan result, 1)
+	go func() { l, err := e2.Campaign(ctx, "two"); r2 <- result{l, err} }()
+	untilWaiters(t, a, name, 1)
+	go func() { l, err := e3.Campaign(ctx, "three"); r3 <- result{l, err} }()
+	untilWaiters(t, a, name, 2)
+	if e2.IsLeader() || e3.IsLeader() {
+		t.Fatal("a waiting candidate says it leads")
+	}
+	if err := e1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res2 := <-r2
+	if res2.err != nil || !e2.IsLeader() || e3.IsLeader() {
+		t.Fatalf("second: %v leader %v, third leader %v", res2.err, e2.IsLeader(), e3.IsLeader())
+	}
+	if err := e2.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res3 := <-r3
+	if res3.err != nil || !e3.IsLeader() {
+		t.Fatalf("third: %v", res3.err)
+	}
+	defer e3.Resign(ctx)
+	if !(l1.FencingToken < res2.l.FencingToken && res2.l.FencingToken < res3.l.FencingToken) {
+		t.Fatalf("terms %d %d %d", l1.FencingToken, res2.l.FencingToken, res3.l.FencingToken)
+	}
+	// The observer saw the leaders one after the other, in order (a
+	// momentary "no leader" between two is allowed).
+	var order []string
+	for len(order) < 3 || order[len(order)-1] != "three" {
+		ev := nextLeader(t, obs)
+		if ev.Unknown || ev.Leader == nil {
+			continue
+		}
+		if len(order) == 0 || order[len(order)-1] != ev.Leader.Value {
+			order = append(order, ev.Leader.Value)
+		}
+		if len(order) > 3 {
+			break
+		}
+	}
+	if got := strings.Join(order, ","); got != "one,two,three" {
+		t.Fatalf("observed leaders %s", got)
+	}
+}
+
+func TestLiveCampaignQueuesAgainThroughACappedReplica(t *testing.T) {
+	a, _, _ := live(t)
+	capped := os.Getenv("TURNSTILE_LIVE_CAPPED")
+	if capped == "" {
+		t.Skip("no replica with a short --max-wait-timeout")
+	}
+	c, err := New(capped, WithDefaultOwner("patient"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	const name = "live/capped-election"
+	first := a.NewElection(name)
+	if _, err := first.Campaign(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	// The replica refuses waits above 2 s: a plain Lock says so.
+	if _, err := c.Lock(ctx, name, WithWaitTimeout(10*time.Second)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a 10 s wait on the capped replica: %v", err)
+	}
+	patient := c.NewElection(name)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := patient.Campaign(ctx, "second"); done <- err }()
+	// Held past two of the replica's caps, then resigned.
+	select {
+	case err := <-done:
+		t.Fatalf("campaign ended while the lock was held: %v", err)
+	case <-time.After(5 * time.Second):
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("campaign: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("not elected within 20 s of the resign")
+	}
+	if !patient.IsLeader() || time.Since(start) < 5*time.Second {
+		t.Fatalf("leader %v after %v", patient.IsLeader(), time.Since(start))
+	}
+	if got, err := a.Leader(ctx, name); err != nil || got.Value != "second" || got.Owner != "patient" {
+		t.Fatalf("leader %+v %v", got, err)
+	}
+	patient.Resign(ctx)
+	// The caller's own deadline still ends a campaign, with DEADLINE_EXCEEDED.
+	if _, err := first.Campaign(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Resign(ctx)
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+	defer scancel()
+	if _, err := patient.Campaign(sctx, "late"); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("campaign past its deadline: %v", err)
+	}
+	untilWaiters(t, a, name, 0)
+}
+
+func TestLiveAcquireAllNeverDeadlocks(t *testing.T) {
+	a, b, _ := live(t)
+	sets := [][]string{
+		{"live/all/x", "live/all/y"},
+		{"live/all/z", "live/all/y"},
+		{"live/all/x", "live/all/z"},
+		{"live/all/z", "live/all/x", "live/all/y"},
+	}
+	var mu sync.Mutex
+	holders := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i, set := range sets {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func(c *Client, set []string) {
+			defer wg.Done()
+			for round := 0; round < 5; round++ {
+				start := time.Now()
+				m, err := c.AcquireAll(context.Background(), set, WithWaitTimeout(15*time.Second))
+				if took := time.Since(start); took > 17*time.Second {
+					errs <- fmt.Errorf("%v: took %v", set, took)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%v: %v", set, err)
+					return
+				}
+				mu.Lock()
+				for _, n := range set {
+					holders[n]++
+					if holders[n] > 1 {
+						errs <- fmt.Errorf("%s held twice", n)
+					}
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond) // the work done under the locks
+				mu.Lock()
+				for _, n := range set {
+					holders[n]--
+				}
+				mu.Unlock()
+				if err := m.Release(context.Background()); err != nil {
+					errs <- err
+				}
+			}
+		}(c, set)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	within(t, done, "the end of every AcquireAll")
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestLiveFailedAcquireAllLeavesNothingHeld(t *testing.T) {
+	a, b, _ := live(t)
+	ctx := context.Background()
+	h, err := a.Lock(ctx, "live/set/b", TryOnce())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(ctx)
+	set := []string{"live/set/c", "live/set/a", "live/set/b"}
+	start := time.Now()
+	_, err = b.AcquireAll(ctx, set, WithWaitTimeout(time.Second))
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "live/set/b") {
+		t.Fatalf("AcquireAll with b held: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v for a 1 s deadline", took)
+	}
+	if _, err := b.AcquireAll(ctx, set, TryOnce()); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("try-once AcquireAll with b held: %v", err)
+	}
+	for _, n := range []string{"live/set/a", "live/set/c"} {
+		if d, err := a.Describe(ctx, n); status.Code(err) != codes.NotFound {
+			t.Fatalf("%s after the failed AcquireAll: %+v %v", n, d, err)
+		}
+	}
+	d, err := a.Describe(ctx, "live/set/b")
+	if err != nil || len(d.Holders) != 1 || d.Holders[0].FencingToken != h.FencingToken() || len(d.Waiters) != 0 {
+		t.Fatalf("live/set/b: %+v %v", d, err)
+	}
+	h.Unlock(ctx)
+
+	// Whole: each its own token; losing one (released by lease id) ends the
+	// set and the library lets go of the rest.
+	m, err := b.AcquireAll(ctx, set, TryOnce())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[uint64]bool{}
+	for _, n := range set {
+		d, err := a.Describe(ctx, n)
+		if err != nil || len(d.Holders) != 1 || d.Holders[0].FencingToken != m.FencingToken(n) {
+			t.Fatalf("%s: %+v %v", n, d, err)
+		}
+		tokens[m.FencingToken(n)] = true
+	}
+	if len(tokens) != 3 || !m.Held() {
+		t.Fatalf("tokens %v held %v", tokens, m.Held())
+	}
+	if err := a.Release(ctx, m.Hold("live/set/a").LeaseID()); err != nil {
+		t.Fatal(err)
+	}
+	within(t, m.Done(), "the set's end")
+	if !strings.Contains(m.Lost(), "DELETED") || m.Held() {
+		t.Fatalf("lost %q", m.Lost())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range set {
+		for {
+			_, err := a.Describe(ctx, n)
+			if status.Code(err) == codes.NotFound {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still held after the set broke: %v", n, err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the server's view: no event to wait on
+		}
+	}
+	if err := m.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

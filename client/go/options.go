@@ -40,7 +40,9 @@ const DefaultGrace = 15 * time.Second
 
 // StateChange is passed to OnStateChange: the hold's new state, and for
 // StateLost why (Reason: SESSION_EXPIRED, LEASE_EXPIRED, DELETED, SHUTDOWN,
-// CONNECTION, REFRESH_OVERDUE) with a human-readable Message.
+// CONNECTION, REFRESH_OVERDUE) with a human-readable Message. For
+// StateSuspended, Reason is SUSPENDED (the replica said so) or
+// REFRESH_OVERDUE (the library's watchdog heard nothing in time).
 type StateChange struct {
 	State   State
 	Reason  string
@@ -63,6 +65,10 @@ type lockOptions struct {
 	onQueued      func(position int64)
 	onRevoke      func(requester, reason string)
 	onChange      func(StateChange)
+	// onHold (library-internal: Election, AcquireAll) is told of the grant
+	// (StateHeld) and of every later state change, in order, on the hold's
+	// callback goroutine.
+	onHold func(*Hold, StateChange)
 }
 
 // LockOption configures one Lock call.

@@ -187,11 +187,13 @@ class Replica:
 
 
 @contextlib.contextmanager
-def live_replicas(build, tag, count=2):
+def live_replicas(build, tag, count=2, more=()):
     """A ZooKeeper and `count` SERVING replicas on a root of their own, for
     a library's live tests (go_live_test.py, node_live_test.py); yields
-    (replicas, a two-address target whose first address is dead), and
-    stops everything after."""
+    (replicas, a two-address target whose first address is dead and whose
+    second is replica count-1), and stops everything after. `more` are the
+    extra flags of further replicas, started after those (e.g. a lower
+    --max-wait-timeout)."""
     tmp = tempfile.mkdtemp(prefix="turnstile-%s-" % tag)
     zk, replicas = None, []
     try:
@@ -199,10 +201,12 @@ def live_replicas(build, tag, count=2):
         root = "/%s-%d" % (tag, os.getpid())
         for i in range(count):
             replicas.append(Replica(build, zk, root, i))
+        for j, extra in enumerate(more):
+            replicas.append(Replica(build, zk, root, count + j, extra))
         for r in replicas:
             r.wait_serving(build, dict(os.environ))
         dead = "127.0.0.1:%d" % free_port()  # nothing listens there
-        yield replicas, "ipv4:%s,%s" % (dead, replicas[-1].address)
+        yield replicas, "ipv4:%s,%s" % (dead, replicas[count - 1].address)
     finally:
         for r in replicas:
             r.stop()

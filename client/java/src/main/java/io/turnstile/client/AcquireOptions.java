@@ -30,6 +30,7 @@ public final class AcquireOptions {
   private final LossListener lossListener;
   private final RevokeListener revokeListener;
   private final QueuedListener queuedListener;
+  private final HoldStateListener stateListener;
 
   private AcquireOptions(Builder b) {
     waitTimeout = b.waitTimeout;
@@ -45,6 +46,7 @@ public final class AcquireOptions {
     lossListener = b.lossListener;
     revokeListener = b.revokeListener;
     queuedListener = b.queuedListener;
+    stateListener = b.stateListener;
   }
 
   public static Builder builder() {
@@ -67,6 +69,7 @@ public final class AcquireOptions {
     b.lossListener = lossListener;
     b.revokeListener = revokeListener;
     b.queuedListener = queuedListener;
+    b.stateListener = stateListener;
     return b;
   }
 
@@ -84,6 +87,7 @@ public final class AcquireOptions {
   public LossListener lossListener() { return lossListener; }
   public RevokeListener revokeListener() { return revokeListener; }
   public QueuedListener queuedListener() { return queuedListener; }
+  public HoldStateListener stateListener() { return stateListener; }
 
   public static final class Builder {
     private Duration waitTimeout = DEFAULT_WAIT;
@@ -99,6 +103,7 @@ public final class AcquireOptions {
     private LossListener lossListener;
     private RevokeListener revokeListener;
     private QueuedListener queuedListener;
+    private HoldStateListener stateListener;
 
     private Builder() {}
 
@@ -134,6 +139,8 @@ public final class AcquireOptions {
     public Builder onLost(LossListener l) { lossListener = l; return this; }
     public Builder onRevokeRequested(RevokeListener l) { revokeListener = l; return this; }
     public Builder onQueued(QueuedListener l) { queuedListener = l; return this; }
+    /** Told of the grant and of every later state change (see HoldStateListener). */
+    public Builder onStateChange(HoldStateListener l) { stateListener = l; return this; }
 
     public AcquireOptions build() {
       requireNonNegative("waitTimeout", waitTimeout);

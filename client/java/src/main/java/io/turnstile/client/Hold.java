@@ -60,6 +60,7 @@ public final class Hold implements AutoCloseable {
   private ScheduledFuture<?> keepAliveTask;
   private long leaseValidUntil;
   private boolean hasLeaseValidity;
+  private boolean granted;  // the state listener was told of the grant
 
   Hold(TurnstileClient client, String name, AcquireOptions options, Executor callbacks,
        Ticker ticker) {
@@ -307,6 +308,14 @@ public final class Hold implements AutoCloseable {
     }
   }
 
+  /**
+   * Replaces the hold's metadata (all of it) by its lease id and fencing
+   * token, keeping the hold: {@link TurnstileClient#proclaim}.
+   */
+  public void proclaim(java.util.Map<String, String> metadata) {
+    client.proclaim(leaseId(), fencingToken(), metadata);
+  }
+
   /** Releases (try-with-resources). */
   @Override
   public void close() {
@@ -408,8 +417,32 @@ public final class Hold implements AutoCloseable {
   }
 
   private void setStateLocked(HoldState s) {
+    HoldState old = state;
     state = s;
     changed.signalAll();
+    HoldStateListener l = options.stateListener();
+    if (old == s || s == HoldState.WAITING || l == null) {
+      return;
+    }
+    String why = switch (s) {
+      case HELD -> granted ? "RESUMED" : "ACQUIRED";
+      case SUSPENDED -> watchdog.isSilent() ? "REFRESH_OVERDUE" : "SUSPENDED";
+      case LOST -> lostReason;
+      default -> "RELEASED";
+    };
+    if (s == HoldState.HELD) {
+      granted = true;
+    }
+    execute(() -> l.stateChanged(this, s, why));
+  }
+
+  /** Runs a listener on the hold's sequential callback executor. */
+  private void execute(Runnable r) {
+    try {
+      callbacks.execute(r);
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      // the client is closed: nobody to tell
+    }
   }
 
   private void cancelTasksLocked() {
@@ -533,7 +566,7 @@ public final class Hold implements AutoCloseable {
       mu.unlock();
     }
     if (callback != null) {
-      callbacks.execute(callback);
+      execute(callback);
     }
     if (lostNow) {
       notifyLost();
@@ -589,7 +622,7 @@ public final class Hold implements AutoCloseable {
     if (l != null) {
       String reason = lostReason();
       String message = lostMessage();
-      callbacks.execute(() -> l.lost(this, reason, message));
+      execute(() -> l.lost(this, reason, message));
     }
   }
 

@@ -158,6 +158,233 @@ public final class TurnstileClient implements AutoCloseable {
     return scheduler;
   }
 
+  /** A sequential executor for one object's callbacks, off gRPC's threads. */
+  Executor newCallbackExecutor() {
+    return MoreExecutors.newSequentialExecutor(callbackPool);
+  }
+
+  /** Runs blocking work (a release) off the callback threads. */
+  void runAsync(Runnable r) {
+    try {
+      callbackPool.execute(r);
+    } catch (java.util.concurrent.RejectedExecutionException closed) {
+      // the client is closed: its streams are cancelled anyway
+    }
+  }
+
+  /**
+   * Why {@code name} is not a valid lock name (lock.proto: 1..256 bytes of
+   * UTF-8 without control characters), or null if it is.
+   */
+  static String invalidName(String name) {
+    if (name == null) {
+      return "name: null";
+    }
+    int bytes = name.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+    if (bytes < 1 || bytes > 256) {
+      return "name: " + bytes + " bytes, must be 1..256";
+    }
+    for (int i = 0; i < name.length(); ) {
+      int cp = name.codePointAt(i);
+      if (cp <= 0x1f || (cp >= 0x7f && cp <= 0x9f)) {
+        return String.format("name: control character U+%04X", cp);
+      }
+      if (Character.isSurrogate(name.charAt(i)) && !Character.isSupplementaryCodePoint(cp)) {
+        return "name: not valid UTF-16 (a lone surrogate)";
+      }
+      i += Character.charCount(cp);
+    }
+    return null;
+  }
+
+  /**
+   * The names in canonical order, the order in which {@link #acquireAll}
+   * takes them: by their UTF-8 bytes (unsigned), as the replicas and every
+   * other client library sort them, so that two sets taken in this order
+   * cannot deadlock. INVALID_ARGUMENT (TurnstileException) for no names, a
+   * bad name, or a name given twice.
+   */
+  public static List<String> canonicalOrder(java.util.Collection<String> names) {
+    if (names == null || names.isEmpty()) {
+      throw new TurnstileException(Status.Code.INVALID_ARGUMENT, "names: none given");
+    }
+    List<byte[]> keys = new ArrayList<>();
+    for (String n : names) {
+      String bad = invalidName(n);
+      if (bad != null) {
+        throw new TurnstileException(Status.Code.INVALID_ARGUMENT, "lock \"" + n + "\": " + bad);
+      }
+      keys.add(n.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+    keys.sort(java.util.Arrays::compareUnsigned);
+    List<String> out = new ArrayList<>();
+    for (int i = 0; i < keys.size(); i++) {
+      if (i > 0 && java.util.Arrays.equals(keys.get(i), keys.get(i - 1))) {
+        throw new TurnstileException(Status.Code.INVALID_ARGUMENT, "names: \""
+            + new String(keys.get(i), java.nio.charset.StandardCharsets.UTF_8) + "\" given twice");
+      }
+      out.add(new String(keys.get(i), java.nio.charset.StandardCharsets.UTF_8));
+    }
+    return List.copyOf(out);
+  }
+
+  /**
+   * Takes every lock of {@code names}, all or nothing, under one deadline
+   * (the options' waitTimeout; ZERO: each is tried once), one after the
+   * other in {@link #canonicalOrder}, each waiting only for what is left.
+   * The options (kind, owner, metadata, ttl, ...) apply to every lock.
+   * Throws TurnstileException: INVALID_ARGUMENT before any call for bad
+   * input; otherwise the failing lock's code (DEADLINE_EXCEEDED,
+   * FAILED_PRECONDITION for a try-once, ...), naming it, or ABORTED when a
+   * lock already taken was lost or fell in doubt before the set was
+   * complete; the locks already taken are released before it throws.
+   */
+  public MultiHold acquireAll(java.util.Collection<String> names, AcquireOptions options) {
+    return MultiHold.acquire(this, names, options, null);
+  }
+
+  /**
+   * {@link #acquireAll(java.util.Collection, AcquireOptions)}; {@code onLost}
+   * is told once if the set breaks (one of its locks lost or in doubt).
+   */
+  public MultiHold acquireAll(java.util.Collection<String> names, AcquireOptions options,
+                              MultiLossListener onLost) {
+    return MultiHold.acquire(this, names, options, onLost);
+  }
+
+  /** A candidate (or a handle to observe) of the election {@code name}. */
+  public Election election(String name, ElectionOptions options) {
+    return new Election(this, name, options);
+  }
+
+  public Election election(String name) {
+    return new Election(this, name, ElectionOptions.builder().build());
+  }
+
+  /**
+   * Replaces the metadata of a hold by lease id and fencing token, keeping
+   * the hold (LockService.Proclaim; any replica). Throws TurnstileException:
+   * INVALID_ARGUMENT (empty lease id, token 0, metadata beyond the limits:
+   * checked before the call), NOT_FOUND (the lease is gone),
+   * FAILED_PRECONDITION (the token is not this lease's: stale),
+   * PERMISSION_DENIED, UNAVAILABLE.
+   */
+  public void proclaim(String leaseId, long fencingToken, java.util.Map<String, String> metadata) {
+    if (leaseId == null || leaseId.isEmpty()) {
+      throw new TurnstileException(Status.Code.INVALID_ARGUMENT, "lease_id: empty");
+    }
+    if (fencingToken == 0) {
+      throw new TurnstileException(Status.Code.INVALID_ARGUMENT, "fencing_token: 0");
+    }
+    try {
+      AcquireOptions.builder().metadata(metadata).build();
+    } catch (IllegalArgumentException | NullPointerException e) {
+      throw new TurnstileException(Status.Code.INVALID_ARGUMENT, e.getMessage());
+    }
+    try {
+      unary().proclaim(turnstile.v1.Lock.ProclaimRequest.newBuilder().setLeaseId(leaseId)
+          .setFencingToken(fencingToken).putAllMetadata(metadata).build());
+    } catch (StatusRuntimeException e) {
+      throw TurnstileException.from(e);
+    }
+  }
+
+  /**
+   * Observes the lock {@code name} (LockService.Observe): {@code observer}
+   * gets its current state at once, then one after every change, in order on
+   * a callback thread, until {@link Observation#close()}. The stream is
+   * opened again by itself when the replica drains (see {@link Observation}).
+   */
+  public Observation observe(String name, LockObserver observer) {
+    Observation o = new Observation(this, name, observer, newCallbackExecutor());
+    o.start();
+    return o;
+  }
+
+  /**
+   * Observes the leader of the election {@code name}: {@code listener} gets
+   * the current leader (or none, or unknown) at once, then one event per
+   * change of leader or of its value (changes of the waiters alone are not
+   * told), until {@link Observation#close()}.
+   */
+  public Observation observeLeader(String name, LeaderListener listener) {
+    return observe(name, new LockObserver() {
+      private boolean first = true;
+      private LeaderEvent last;
+
+      @Override
+      public void onState(LockState s) {
+        LeaderEvent ev = new LeaderEvent(leaderOf(s), s.unknown(), s.message());
+        if (!first && ev.unknown() == last.unknown() && sameLeader(ev.leader(), last.leader())) {
+          return;
+        }
+        first = false;
+        last = ev;
+        listener.onLeader(ev);
+      }
+
+      @Override
+      public void onError(TurnstileException e) {
+        listener.onError(e);
+      }
+    });
+  }
+
+  static Leader leaderOf(LockState s) {
+    if (s.unknown() || s.holders().isEmpty()) {
+      return null;
+    }
+    Contender h = s.holders().get(0);
+    return new Leader(s.name(), h.metadata().getOrDefault(Election.VALUE_KEY, ""), h.owner(),
+        h.identity(), h.fencingToken(), h.granted(), h.since(), h.metadata());
+  }
+
+  private static boolean sameLeader(Leader a, Leader b) {
+    if (a == null || b == null) {
+      return a == b;
+    }
+    // one term (token) has one owner and identity; its value may change
+    return a.fencingToken() == b.fencingToken() && a.value().equals(b.value());
+  }
+
+  /** {@link #leader(String, Duration)} with the client's call timeout. */
+  public Optional<Leader> leader(String name) {
+    return leader(name, timeout);
+  }
+
+  /**
+   * The election's current leader, once (empty: no leader). While the
+   * replica cannot tell (unknown) it waits for a known state, up to
+   * {@code timeout} (then DEADLINE_EXCEEDED).
+   */
+  public Optional<Leader> leader(String name, Duration timeout) {
+    java.util.concurrent.CompletableFuture<Optional<Leader>> f =
+        new java.util.concurrent.CompletableFuture<>();
+    try (Observation o = observeLeader(name, new LeaderListener() {
+      @Override
+      public void onLeader(LeaderEvent ev) {
+        if (!ev.unknown()) {
+          f.complete(ev.leaderOpt());
+        }
+      }
+
+      @Override
+      public void onError(TurnstileException e) {
+        f.completeExceptionally(e);
+      }
+    })) {
+      return f.get(timeout.toNanos(), TimeUnit.NANOSECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new TurnstileException(Status.Code.CANCELLED, "interrupted", e);
+    } catch (java.util.concurrent.TimeoutException e) {
+      throw new TurnstileException(Status.Code.DEADLINE_EXCEEDED,
+          "no known state of " + name + " within " + timeout);
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw TurnstileException.from(e.getCause());
+    }
+  }
+
   /** A Curator-style mutex (or read lock, or semaphore permit) on {@code name}. */
   public TurnstileMutex mutex(String name, AcquireOptions options) {
     return new TurnstileMutex(this, name, options);
@@ -334,7 +561,7 @@ public final class TurnstileClient implements AutoCloseable {
         r.getMaxHolders(), r.hasDelayedUntil() ? instant(r.getDelayedUntil()) : null));
   }
 
-  private static Contender contender(turnstile.v1.Lock.Contender c) {
+  static Contender contender(turnstile.v1.Lock.Contender c) {
     LockKind kind = switch (c.getKind()) {
       case LOCK_KIND_SHARED -> LockKind.SHARED;
       case LOCK_KIND_SEMAPHORE -> LockKind.SEMAPHORE;
