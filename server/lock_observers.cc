@@ -74,10 +74,13 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
     id = ++next_id_;
     o.sinks.emplace(id, sink);
     by_id_.emplace(id, segment);
+    // The state as last read at once, then a fresh read (coalesced with
+    // any in flight): a change just made through another replica, whose
+    // notification is still on its way, is not missed by a new observer.
+    // Joining observers cost reads (at most one in flight and one more per
+    // lock), changes do not.
     if (o.last) later.push_back([sink, last = o.last] { sink->OnState(last); });
-    // The first observer (also of a lingering entry, whose watches may
-    // have fired unobserved) reads the lock.
-    if (o.sinks.size() == 1 || !o.last) Read(&o, &later);
+    Read(&o, &later);
   }
   RunAll(&later);
   return id;
