@@ -273,8 +273,11 @@ class LockEngine {
               const std::string& identity = "");
   void Describe(const std::string& name,
                 std::function<void(absl::StatusOr<LockDescription>)> done);
+  // `visible` (optional): only names it accepts count and are returned
+  // (a policy's view), so `limit` and `truncated` are about visible names.
   void List(const std::string& prefix, int limit,
-            std::function<void(absl::StatusOr<LockList>)> done);
+            std::function<void(absl::StatusOr<LockList>)> done,
+            std::function<bool(const std::string&)> visible = nullptr);
   // List checks candidate lock nodes this many at a time.
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).

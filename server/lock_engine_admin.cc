@@ -464,7 +464,8 @@ void LockEngine::Describe(
 }
 
 void LockEngine::List(const std::string& prefix, int limit,
-                      std::function<void(absl::StatusOr<LockList>)> done) {
+                      std::function<void(absl::StatusOr<LockList>)> done,
+                      std::function<bool(const std::string&)> visible) {
   if (limit == 0) limit = 1000;
   if (limit < 0 || limit > 10000) {
     return done(absl::InvalidArgumentError(
@@ -479,7 +480,7 @@ void LockEngine::List(const std::string& prefix, int limit,
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
   }
   ZkSession* zk = slot->zk;
-  zk->GetChildren(options_.root, [this, zk, prefix, limit, done](
+  zk->GetChildren(options_.root, [this, zk, prefix, limit, done, visible](
                                       ZkCode code,
                                       const std::vector<std::string>& children) {
     if (code != ZkCode::kOk) {
@@ -489,7 +490,11 @@ void LockEngine::List(const std::string& prefix, int limit,
     std::vector<std::pair<std::string, std::string>> names;  // name, segment
     for (const auto& seg : children) {
       absl::StatusOr<std::string> n = DecodeLockName(seg);
-      if (n.ok() && absl::StartsWith(*n, prefix)) names.emplace_back(*n, seg);
+      // Names the caller may not see are dropped before anything is
+      // counted: `limit` and `truncated` are about visible names.
+      if (n.ok() && absl::StartsWith(*n, prefix) && (!visible || visible(*n))) {
+        names.emplace_back(*n, seg);
+      }
     }
     std::sort(names.begin(), names.end());
     if (names.empty()) return done(LockList{});

@@ -811,22 +811,25 @@ void LockServiceImpl::List(ListCall* call) {
     }
   }
   if (Refused(reactor, "List", allowed)) return;
-  engine_->List(req->prefix(), req->limit(), [this, reactor, resp, policy,
-                                              who = *who](absl::StatusOr<LockList> l) {
+  // Only the names the caller may list, filtered before the limit applies
+  // (not audited one by one: a filtered name is not a refused call).
+  std::function<bool(const std::string&)> visible;
+  if (policy != nullptr) {
+    visible = [policy, who = *who](const std::string& n) {
+      return policy->Check(who, AuthzAction::kList, n).allowed;
+    };
+  }
+  engine_->List(req->prefix(), req->limit(), [this, reactor, resp](absl::StatusOr<LockList> l) {
     if (!l.ok()) {
       grpc::Status g = ToGrpc(l.status());
       NoteRequest("List", g.error_code());
       return reactor->Finish(g);
     }
-    // Only the names the caller may list (not audited one by one: a
-    // filtered name is not a refused call).
-    for (auto& n : l->names) {
-      if (policy == nullptr || policy->Check(who, AuthzAction::kList, n).allowed) resp->add_names(n);
-    }
+    for (auto& n : l->names) resp->add_names(n);
     resp->set_truncated(l->truncated);
     NoteRequest("List", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
-  });
+  }, std::move(visible));
 }
 
 }  // namespace turnstile

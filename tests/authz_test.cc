@@ -682,6 +682,41 @@ TEST_F(AuthzTest, ListByADeniedIdentityIsRefusedAndAudited) {
   EXPECT_EQ(names, std::vector<std::string>{"payments/api-lock"});
   // A prefix nothing allows at all: refused as before.
   EXPECT_EQ(list(api.get(), "other/").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  // Issue 24: more hidden names than visible ones, hidden ones first in
+  // byte order: the limit counts visible names only, and truncated says
+  // whether more visible names exist.
+  std::vector<Hold> more;
+  for (const char* n : {"payments/a0", "payments/a1", "payments/a2", "payments/a3",
+                        "payments/batch/b0", "payments/batch/b1", "payments/batch/b2"}) {
+    more.push_back(AdminHold(admin.get(), n));
+  }
+  auto limited = [&](v1::LockService::Stub* s, const std::string& prefix, int limit,
+                     std::vector<std::string>* names, bool* truncated) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListRequest req;
+    req.set_prefix(prefix);
+    req.set_limit(limit);
+    v1::ListResponse resp;
+    grpc::Status st = s->List(&ctx, req, &resp);
+    names->assign(resp.names().begin(), resp.names().end());
+    *truncated = resp.truncated();
+    return st;
+  };
+  // The indexer may list search/ only: under "" it sees 2 names after 9
+  // hidden ones (other/x, payments/...) in byte order.
+  Hold s1 = AdminHold(admin.get(), "search/index");
+  Hold s2 = AdminHold(admin.get(), "search/shard");
+  auto indexer = StubAt(address, kIndexer);
+  std::vector<std::string> got;
+  bool truncated = false;
+  ASSERT_TRUE(limited(indexer.get(), "", 1, &got, &truncated).ok());
+  EXPECT_EQ(got, (std::vector<std::string>{"search/index"}));
+  EXPECT_TRUE(truncated) << "a second visible name exists";
+  ASSERT_TRUE(limited(indexer.get(), "", 2, &got, &truncated).ok());
+  EXPECT_EQ(got, (std::vector<std::string>{"search/index", "search/shard"}));
+  EXPECT_FALSE(truncated) << "no more visible names exist";
   h1.stream.reset();  // no holds left to drain
   h2.stream.reset();
   p->Signal(SIGTERM);
