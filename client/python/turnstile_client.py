@@ -889,7 +889,7 @@ class Client:
 
     def acquire_all(self, names: List[str], wait_timeout: float = 60.0,
                     on_state: Optional[Callable[[str, str, str], None]] = None,
-                    **acquire_options) -> "turnstile_multilock.MultiLock":  # noqa: F821
+                    **acquire_options) -> "MultiLock":  # noqa: F821 (turnstile_multilock)
         """Takes every lock of `names` all-or-nothing under one deadline, in
         canonical (UTF-8 byte) order; see turnstile_multilock.acquire_all.
         acquire_options are Client.acquire's (owner, metadata, ttl, ...)."""

@@ -187,18 +187,19 @@ class Replica:
 
 
 @contextlib.contextmanager
-def live_replicas(build, tag, count=2):
+def live_replicas(build, tag, count=2, extra=None):
     """A ZooKeeper and `count` SERVING replicas on a root of their own, for
     a library's live tests (go_live_test.py, node_live_test.py); yields
     (replicas, a two-address target whose first address is dead), and
-    stops everything after."""
+    stops everything after. extra: {replica index: [more turnstiled
+    flags]} (e.g. a replica with a short --max-wait-timeout)."""
     tmp = tempfile.mkdtemp(prefix="turnstile-%s-" % tag)
     zk, replicas = None, []
     try:
         zk = ZooKeeper(tmp)
         root = "/%s-%d" % (tag, os.getpid())
         for i in range(count):
-            replicas.append(Replica(build, zk, root, i))
+            replicas.append(Replica(build, zk, root, i, (extra or {}).get(i, ())))
         for r in replicas:
             r.wait_serving(build, dict(os.environ))
         dead = "127.0.0.1:%d" % free_port()  # nothing listens there
