@@ -258,13 +258,13 @@ def campaign_requeues_past_a_replicas_wait_limit(env):
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
-    # 1: asks 3600 s (refused, the limit learnt), 2 and 3: 1 s waits that
+    # 1: asks ~15 s (refused, the limit learnt), 2 and 3: 1 s waits that
     # time out, 4: waiting when the holder resigns.
     expect(fourth.wait(WITHIN), "the campaign re-queued (attempts %r)" % attempts)
     holder.resign()
     th.join(WITHIN)
     expect("term" in result, "campaign ended with %r" % result.get("error"))
-    expect(attempts[0] == 3600.0 and all(w <= 1.0 for w in attempts[1:]),
+    expect(attempts[0] > 1.0 and all(w <= 1.0 for w in attempts[1:]),
            "waits asked %r" % attempts)
     d = a.describe(name)
     expect(d.holders[0].owner == "patient" and not d.waiters, "describe %r" % d)

@@ -828,6 +828,10 @@ class Client:
             lock._requests.put(_CLOSE)
             raise
         if state != WAITING:
+            # The reader holds _notify_mu from the event until its on_state
+            # call returns: once we get it, on_state(ACQUIRED) has been said.
+            with lock._notify_mu:
+                pass
             return lock  # held (or, rarely, already lost again: see lock.state)
         lock._call.cancel()
         lock._requests.put(_CLOSE)
