@@ -133,14 +133,16 @@ class Election extends EventEmitter {
   }
 
   /** Resolves when this candidate leads: { name, value, fencingToken (the
-   * term), leaseId, owner }. Already leading: the current term. */
+   * term), leaseId, owner }. While this candidate holds a term (leading, or
+   * in doubt: see isLeader()) it resolves with that term at once: a second
+   * Acquire would only queue behind its own hold. */
   async campaign(value, { timeout = null, signal } = {}) {
     if (typeof value !== 'string') throw invalid('value must be a string');
     if (timeout !== null && timeout !== undefined &&
         (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)) {
       throw invalid(`timeout must be a positive number of milliseconds or null, got ${String(timeout)}`);
     }
-    if (this.isLeader()) return this.leadership;
+    if (this._hold && (this._hold.state === 'held' || this._hold.state === 'suspended')) return this.leadership;
     const metadata = { ...this._metadata, value };
     const clock = this._client._clock;
     const end = timeout === null || timeout === undefined ? null : clock.now() + timeout;

@@ -176,15 +176,18 @@ class Election:
     # -- public ------------------------------------------------------------
     def campaign(self, value: str, timeout: Optional[float] = None) -> Leadership:
         """Blocks until this candidate leads (timeout None: no limit) and
-        returns the Leadership. Already leading: returns the current one."""
+        returns the Leadership. While this candidate holds a term (leading,
+        or in doubt: see is_leader()) it returns that term at once: a second
+        Acquire would only queue behind its own hold."""
         if not isinstance(value, str):
             raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT, "value: must be a string")
         if timeout is not None and timeout <= 0:
             raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
                                  "timeout is %r; it must be > 0 seconds, or None" % (timeout,))
-        current = self.leadership
-        if current is not None and self.is_leader():
-            return current
+        with self._mu:
+            holding = self._lock is not None and self._lock.state in (HELD, SUSPENDED)
+        if holding:
+            return self.leadership
         metadata = dict(self._metadata)
         metadata["value"] = value
         end = None if timeout is None else self._clock() + timeout

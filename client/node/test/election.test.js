@@ -423,6 +423,36 @@ test('doubt, resume and loss are said at once', async () => {
   assert.deepStrictEqual(said, [[true, 'ACQUIRED'], [false, 'SUSPENDED'], [true, 'RESUMED'], [false, 'SESSION_EXPIRED']]);
 });
 
+test('the watchdog\'s doubt is said as IN_DOUBT; a campaign meanwhile does not queue again', async () => {
+  const env = setup();
+  env.stub.Acquire = ((orig) => function acquire() {
+    const call = orig.call(env.stub);
+    const write = call.write.bind(call);
+    call.write = (msg) => {
+      if (!msg.open) return write(msg);
+      call.written.push(msg);
+      setImmediate(() => call.send({
+        type: 'ACQUIRED',
+        acquired: { leaseId: 'l', fencingToken: '7', sessionTimeout: dur(4000), safeFor: dur(3000), refreshWithin: dur(2000) },
+      }));
+    };
+    return call;
+  })(env.stub.Acquire);
+  const said = [];
+  const election = new Election(env.client, 'L', { onLeadership: (ok, why) => said.push([ok, why, env.clock.now()]) });
+  const term = await election.campaign('v', { timeout: 5000 });
+  const t0 = env.clock.now();
+  await env.clock.advance(2000);
+  assert.strictEqual(election.isLeader(), false);
+  assert.strictEqual((await election.campaign('v', { timeout: 5000 })).fencingToken, term.fencingToken);
+  assert.strictEqual(env.stub.calls.length, 1);
+  env.stub.calls[0].send({ type: 'STILL_HELD', stillHeld: { safeFor: dur(3000), refreshWithin: dur(2000) } });
+  await env.clock.advance(5000);
+  assert.deepStrictEqual(said.map(([ok, why, at]) => [ok, why, at - t0]), [[true, 'ACQUIRED', 0], [false, 'IN_DOUBT', 2000],
+    [true, 'RESUMED', 2000], [false, 'IN_DOUBT', 4000], [false, 'REFRESH_OVERDUE', 5000]]);
+  assert.strictEqual(env.stub.calls[0].cancelled, true);
+});
+
 test('resign says not leader before the release is sent', async () => {
   const { stub, said, election } = await leading();
   const call = stub.calls[0];

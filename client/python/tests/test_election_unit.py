@@ -263,6 +263,15 @@ class ElectionTest(unittest.TestCase):
             el.proclaim("v3")
         self.assertEqual(e.exception.code, C.FAILED_PRECONDITION)
 
+    def test_campaign_while_in_doubt_returns_the_term_without_queueing_behind_it(self):
+        client = FakeClient()
+        el, said, _ = self.make(client)
+        el.campaign("v", timeout=5)
+        client.holds[0].become(SUSPENDED, "SUSPENDED")
+        self.assertEqual(el.campaign("v", timeout=5).term, 7)
+        self.assertEqual(len(client.holds), 1)
+        self.assertFalse(el.is_leader())
+
     def test_a_new_term_after_a_loss_says_leader_again(self):
         client = FakeClient()
         el, said, _ = self.make(client)
@@ -369,6 +378,41 @@ class LockOnStateTest(unittest.TestCase):
         self.assertEqual(seen, [(HELD, "ACQUIRED"), (SUSPENDED, "SUSPENDED"),
                                 (HELD, "RESUMED"), (LOST, "DELETED")])
         self.assertEqual(lock.state, LOST)
+
+    def test_the_watchdogs_doubt_is_said_as_in_doubt_then_refresh_overdue(self):
+        # The replica falls silent past refresh_within (50 ms): IN_DOUBT; a
+        # STILL_HELD brings it back (RESUMED); silence until the validity
+        # (1 s) runs out: LOST REFRESH_OVERDUE and the stream cancelled.
+        from google.protobuf import duration_pb2
+        client, pb = stubbed_client()
+        T = pb.AcquireEvent
+        seen, cond = [], threading.Condition()
+
+        def on_state(lock, state, reason):
+            with cond:
+                seen.append((state, reason))
+                cond.notify_all()
+
+        def wait_seen(n):
+            with cond:
+                self.assertTrue(cond.wait_for(lambda: len(seen) >= n, 10), seen)
+
+        def d(ms):
+            x = duration_pb2.Duration()
+            x.FromMilliseconds(ms)
+            return x
+        from turnstile_client import Lock
+        Lock(client, "L", pb.AcquireOpen(name="L"), on_state=on_state)
+        s = client._stub.acquires[0]
+        s.put(T(type=T.ACQUIRED, acquired=pb.Acquired(
+            lease_id="l", fencing_token=5, safe_for=d(1000), refresh_within=d(50))))
+        wait_seen(2)
+        s.put(T(type=T.STILL_HELD, still_held=pb.StillHeld(safe_for=d(1000),
+                                                         refresh_within=d(50))))
+        wait_seen(5)
+        self.assertEqual(seen, [(HELD, "ACQUIRED"), (SUSPENDED, "IN_DOUBT"), (HELD, "RESUMED"),
+                                (SUSPENDED, "IN_DOUBT"), (LOST, "REFRESH_OVERDUE")])
+        self.assertTrue(s.cancelled)
 
     def test_a_broken_stream_is_lost_stream_broken(self):
         client, pb = stubbed_client()
