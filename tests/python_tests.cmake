@@ -11,8 +11,19 @@ target_compile_definitions(python_interop_test PRIVATE
 add_dependencies(python_interop_test turnstiled)
 
 # The Python client's own logic with no server (issue 22 must-show 3): the
-# watchdog against an injected clock, the retry backoff, option checks.
+# watchdog against an injected clock, the retry backoff, option checks; and
+# (issue 23) the multi-lock's order, deadline and release-on-failure, the
+# campaign's re-queue loop, on_leadership, Observe's re-observing iterator
+# against a fake stub (these build messages with the generated stubs).
 add_test(NAME python_client_unit_test
          COMMAND /usr/bin/python3 -m unittest discover -s ${PROJECT_SOURCE_DIR}/client/python/tests -v)
 set_tests_properties(python_client_unit_test PROPERTIES TIMEOUT 120
-                     ENVIRONMENT PYTHONPATH=${PROJECT_SOURCE_DIR}/client/python)
+                     ENVIRONMENT "PYTHONPATH=${PROJECT_SOURCE_DIR}/client/python;TURNSTILE_PY_STUBS=${CMAKE_BINARY_DIR}/python")
+
+# The election helpers (Observe, Proclaim, campaign/resign) and acquire_all
+# against real replicas (tests/python_election_live_test.py starts them
+# through tests/conformance/harness.py).
+add_test(NAME python_election_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python_election_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(python_election_live_test PROPERTIES TIMEOUT 300 LABELS python)

@@ -199,8 +199,129 @@ export declare class Client {
   describe(name: string): Promise<Description | null>;
   list(prefix?: string, options?: { limit?: number }): Promise<{ names: string[]; truncated: boolean }>;
   keepAlive(leaseIds: string[], options?: { timeout?: number }): Promise<LeaseStatus[]>;
+  /** Replaces a hold's metadata by lease id and fencing token, keeping the hold. Rejects
+   * NOT_FOUND (lease gone), FAILED_PRECONDITION (not this lease's token), INVALID_ARGUMENT. */
+  proclaim(leaseId: string, fencingToken: bigint, metadata?: Record<string, string>): Promise<void>;
+  /** Follows the leader (first holder) of a lock; observes again by itself after UNAVAILABLE. */
+  observe(name: string, options?: ObserveOptions): Observation;
+  /** The current leader once (null: nobody holds it); DEADLINE_EXCEEDED if it stays unknown. */
+  leader(name: string, options?: { timeout?: number }): Promise<Leader | null>;
+  /** Takes every lock all-or-nothing under one deadline, in UTF-8 byte order of the names.
+   * The other options are acquire()'s, for every lock. */
+  acquireAll(names: string[], options?: AcquireOptions): Promise<MultiHold>;
   close(): void;
 }
+
+// ---- Election, Observe, multi-lock (issue 23) ----------------------------------
+
+export interface Leader {
+  /** metadata.value (the election convention), null if the holder has none. */
+  value: string | null;
+  owner: string;
+  /** The verified identity (mutual TLS), else "". */
+  identity: string;
+  /** The term: greater for every later leader. */
+  fencingToken: bigint;
+  granted: Date | null;
+  since: Date | null;
+  metadata: Record<string, string>;
+}
+
+export interface LeaderItem {
+  /** 'unknown': the replica has no ZooKeeper connection, or the stream is being opened again. */
+  kind: 'leader' | 'none' | 'unknown';
+  leader: Leader | null;
+  holders: Contender[];
+  waiters: number;
+  maxHolders: number;
+  sequence: number;
+  message: string;
+}
+
+export interface ObserveOptions {
+  /** Only items whose leader (token, owner, metadata) or kind changed. Default true. */
+  changesOnly?: boolean;
+  /** Closes the observation. */
+  signal?: AbortSignal;
+}
+
+export declare class Observation extends EventEmitter implements AsyncIterable<LeaderItem> {
+  readonly name: string;
+  readonly closed: boolean;
+  /** Streams opened again after a failure. */
+  readonly reopened: number;
+  close(): void;
+  [Symbol.asyncIterator](): AsyncIterator<LeaderItem>;
+  on(event: 'change', listener: (item: LeaderItem) => void): this;
+  on(event: 'error', listener: (err: TurnstileError) => void): this;
+  on(event: 'close', listener: () => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+export interface Leadership {
+  name: string;
+  value: string;
+  /** The term. */
+  fencingToken: bigint;
+  leaseId: string;
+  owner: string;
+}
+
+export type LeadershipReason =
+  | 'ACQUIRED' | 'RESUMED' | 'SUSPENDED' | 'IN_DOUBT' | 'RESIGNED' | LostReason | string;
+
+export interface ElectionOptions {
+  owner?: string;
+  /** More metadata stored with the value (the key "value" is the election's). */
+  metadata?: Record<string, string>;
+  /** Also emitted as 'leadership'. */
+  onLeadership?: (isLeader: boolean, reason: LeadershipReason) => void;
+  /** Resign on REVOKE_REQUESTED. Default true. */
+  resignOnRevoke?: boolean;
+  ttl?: number;
+  lockDelay?: number;
+  /** The longest wait of one Acquire, ms (default 1 h; a replica's lower limit is learnt). */
+  attemptWait?: number;
+}
+
+export declare class Election extends EventEmitter {
+  constructor(client: Client, name: string, options?: ElectionOptions);
+  readonly name: string;
+  readonly owner: string;
+  /** Resolves when this candidate leads; rejects only on its own timeout (DEADLINE_EXCEEDED),
+   * bad input, PERMISSION_DENIED or the signal (CANCELLED). No timeout: until leader. */
+  campaign(value: string, options?: { timeout?: number | null; signal?: AbortSignal }): Promise<Leadership>;
+  /** True only while the hold is held and not in doubt. */
+  isLeader(): boolean;
+  readonly leadership: Leadership | null;
+  proclaim(value: string): Promise<void>;
+  /** Says (false, 'RESIGNED') first, then releases. */
+  resign(): Promise<boolean>;
+  observe(options?: ObserveOptions): Observation;
+  leader(options?: { timeout?: number }): Promise<Leader | null>;
+  on(event: 'leadership', listener: (isLeader: boolean, reason: LeadershipReason) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+export interface MultiHoldChange { name: string; reason: string; }
+
+export declare class MultiHold extends EventEmitter {
+  /** name -> Hold, in canonical order. */
+  readonly holds: Map<string, Hold>;
+  readonly state: 'held' | 'suspended' | 'lost' | 'released';
+  readonly held: boolean;
+  readonly fencingTokens: Map<string, bigint>;
+  readonly leaseIds: Map<string, string>;
+  readonly lostName: string | null;
+  readonly lostReason: string | null;
+  /** Releases every lock; true if the set was held until now. */
+  release(options?: { timeout?: number }): Promise<boolean>;
+  on(event: 'suspended' | 'resumed' | 'lost', listener: (c: MultiHoldChange) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+}
+
+/** The names sorted by their UTF-8 bytes; INVALID_ARGUMENT for duplicates or bad names. */
+export declare function canonicalOrder(names: string[]): string[];
 
 /** Credentials from PEM files or the TURNSTILE_TLS_* variables; null = plaintext. */
 export declare function tlsCredentials(

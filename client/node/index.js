@@ -763,6 +763,80 @@ class Client {
     };
   }
 
+  /**
+   * Replaces the metadata of a hold by lease id and fencing token, keeping
+   * the hold. Rejects with TurnstileError: NOT_FOUND (the lease is gone),
+   * FAILED_PRECONDITION (the token is not this lease's: stale),
+   * INVALID_ARGUMENT (malformed id, token 0, metadata limits).
+   */
+  async proclaim(leaseId, fencingToken, metadata = {}) {
+    if (typeof leaseId !== 'string') throw invalid('leaseId must be a string');
+    if (typeof fencingToken !== 'bigint' && typeof fencingToken !== 'number' && typeof fencingToken !== 'string') {
+      throw invalid('fencingToken must be a bigint');
+    }
+    await this._unary('Proclaim', { leaseId, fencingToken: String(fencingToken), metadata: { ...metadata } });
+  }
+
+  /**
+   * Follows the leader (first holder) of `name`: an Observation, an
+   * EventEmitter ('change', 'error', 'close') and async iterator of items
+   * { kind: 'leader'|'none'|'unknown', leader, ... }, observing again by
+   * itself after UNAVAILABLE (see observe.js). close() it when done.
+   */
+  observe(name, opts = {}) {
+    if (typeof name !== 'string' || name === '') throw invalid('name must be a non-empty string');
+    const { Observation } = require('./observe');
+    return new Observation(this, name, opts);
+  }
+
+  /**
+   * The current leader of `name` once (the first CURRENT state of an
+   * Observe): { value, owner, identity, fencingToken, granted, since,
+   * metadata }, or null when nobody holds it. Waits through 'unknown' up to
+   * `timeout` ms (default: the client's) and rejects DEADLINE_EXCEEDED.
+   */
+  leader(name, { timeout } = {}) {
+    const ms = timeout === undefined ? this.timeout : timeout;
+    return new Promise((resolve, reject) => {
+      let obs;
+      try {
+        obs = this.observe(name);
+      } catch (e) {
+        reject(e);
+        return;
+      }
+      let last = '';
+      const timer = this._clock.setTimeout(() => {
+        obs.close();
+        reject(new TurnstileError(Status.DEADLINE_EXCEEDED,
+          `the leader of ${JSON.stringify(name)} stayed unknown for ${ms} ms (${last || 'no state received'})`));
+      }, ms);
+      obs.on('change', (item) => {
+        if (item.kind === 'unknown') { last = item.message; return; }
+        this._clock.clearTimeout(timer);
+        obs.close();
+        resolve(item.leader);
+      });
+      obs.on('error', (e) => {
+        this._clock.clearTimeout(timer);
+        reject(e);
+      });
+    });
+  }
+
+  /**
+   * Takes every lock of `names` all-or-nothing under one deadline
+   * (opts.waitTimeout, default 60000 ms), in canonical (UTF-8 byte) order;
+   * resolves with a MultiHold (see multilock.js). The other options are
+   * acquire()'s (owner, metadata, ttl, signal, ...), for every lock.
+   */
+  acquireAll(names, opts = {}) {
+    const { acquireAll } = require('./multilock');
+    const { waitTimeout = 60000, ...rest } = opts || {};
+    return acquireAll((name, wait) => this.acquire(name, { ...rest, waitTimeout: wait }), names,
+      { waitTimeout, clock: this._clock });
+  }
+
   /** Names of locks with holders or waiters, in byte order. */
   async list(prefix = '', { limit = 0 } = {}) {
     const r = await this._unary('List', { prefix, limit });
@@ -834,5 +908,13 @@ module.exports = {
   loadProto,
   protoRoot,
   // for tests and advanced use
-  _internal: { buildOpen, nextBackoff, FIRST_BACKOFF_MS, toDuration, fromDuration, realClock },
+  _internal: { buildOpen, nextBackoff, FIRST_BACKOFF_MS, toDuration, fromDuration, realClock, sleep, contender },
 };
+
+// Election, Observation and the multi-lock are built on the above (they
+// require this module, whose exports are complete by now).
+const { Observation } = require('./observe');
+const { Election, requeueUntil } = require('./election');
+const { acquireAll, canonicalOrder, MultiHold } = require('./multilock');
+
+Object.assign(module.exports, { Observation, Election, requeueUntil, acquireAll, canonicalOrder, MultiHold });

@@ -49,7 +49,8 @@ import grpc
 __all__ = [
     "Client", "Lock", "TurnstileError", "Contender", "Description", "LockNames",
     "LeaseStatus", "load_stubs", "watchdog_step", "retry_delays", "retry_until",
-    "validate_acquire_options",
+    "validate_acquire_options", "Leader", "LeaderEvent", "Observation", "LEADER", "NO_LEADER",
+    "UNKNOWN",
 ]
 
 STUBS_ENV = "TURNSTILE_PY_STUBS"
@@ -206,8 +207,13 @@ class Lock:
     that releases on exit."""
 
     def __init__(self, client: "Client", name: str, open_msg, on_revoke=None,
-                 on_queued=None):
+                 on_queued=None, on_state=None):
         self._client = client
+        # on_state(lock, state, reason): the hold changed state (see
+        # Client.acquire). Calls are made in order, one at a time, under
+        # _notify_mu (taken before _cond, never after), outside _cond.
+        self._on_state = on_state
+        self._notify_mu = threading.RLock()
         # on_queued(position): the wait's place in the queue (1 = next in
         # line), whenever it changes; called on the reader thread.
         self._on_queued = on_queued
@@ -285,12 +291,18 @@ class Lock:
         if not done:
             self._call.cancel()
         self._requests.put(_CLOSE)
-        self._reader.join(timeout)
-        with self._cond:
-            if self._state in (HELD, SUSPENDED, WAITING):
-                self._state = RELEASED
-                self._cond.notify_all()
-            return self._state == RELEASED
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout)
+        with self._notify_mu:
+            with self._cond:
+                old = self._state
+                if self._state in (HELD, SUSPENDED, WAITING):
+                    self._state = RELEASED
+                    self._cond.notify_all()
+                released = self._state == RELEASED
+            if old in (HELD, SUSPENDED) and released:
+                self._emit_state(RELEASED, "RELEASED")
+            return released
 
     def __enter__(self) -> "Lock":
         return self
@@ -321,20 +333,49 @@ class Lock:
             code, details = grpc.StatusCode.UNKNOWN, repr(e)
         finally:
             self._requests.put(_CLOSE)
-            with self._cond:
-                self._ended = True
-                self._end_code, self._end_details = code, details
-                if self._state in (HELD, SUSPENDED):
-                    if self._releasing:
-                        self._state = RELEASED  # cancelled or half-closed by us
-                    else:
-                        self._state = LOST
-                        self.lost_reason = self.lost_reason or "STREAM_BROKEN"
-                        self.lost_message = self.lost_message or (
-                            "%s: %s" % (code.name, details))
-                self._cond.notify_all()
+            with self._notify_mu:
+                with self._cond:
+                    self._ended = True
+                    self._end_code, self._end_details = code, details
+                    ended_as = None
+                    if self._state in (HELD, SUSPENDED):
+                        if self._releasing:
+                            self._state = RELEASED  # cancelled or half-closed by us
+                            ended_as = (RELEASED, "RELEASED")
+                        else:
+                            self._state = LOST
+                            self.lost_reason = self.lost_reason or "STREAM_BROKEN"
+                            self.lost_message = self.lost_message or (
+                                "%s: %s" % (code.name, details))
+                            ended_as = (LOST, self.lost_reason)
+                    self._cond.notify_all()
+                if ended_as is not None:
+                    self._emit_state(*ended_as)
+
+    def _emit_state(self, state: str, reason: str) -> None:
+        """REQUIRES: _notify_mu held, _cond not held."""
+        if self._on_state is not None:
+            self._on_state(self, state, reason)
 
     def _on_event(self, ev) -> None:
+        with self._notify_mu:
+            with self._cond:
+                old = self._state
+            self._on_event_locked(ev)
+            with self._cond:
+                new = self._state
+            if new != old:
+                if new == HELD:
+                    reason = "ACQUIRED" if old == WAITING else "RESUMED"
+                elif new == SUSPENDED:
+                    reason = "SUSPENDED"
+                elif new == LOST:
+                    reason = self.lost_reason or "LOST"
+                else:
+                    reason = new.upper()
+                self._emit_state(new, reason)
+
+    def _on_event_locked(self, ev) -> None:
         pb = self._client._pb2
         T = pb.AcquireEvent
         start_keepalive = False
@@ -409,32 +450,45 @@ class Lock:
 
     def _watchdog(self) -> None:
         """A frozen replica or a stalled stream sends nothing, not even LOST:
-        silence past refresh_within makes the hold SUSPENDED here, and LOST
-        when its validity (or a server SUSPENDED's safe time) runs out."""
-        cancel = False
-        with self._cond:
-            while self._state in (HELD, SUSPENDED) and not self._ended \
-                    and not self._releasing:
-                now = time.monotonic()
-                step = watchdog_step(self._state, now, self._refresh_due, self.valid_until,
-                                     self.safe_until, self._silent)
-                if step.state != self._state:
-                    self._state, self._silent, self.safe_until = (step.state, step.silent,
-                                                                  step.safe_until)
-                    if step.state == LOST:
-                        self.lost_reason = step.lost_reason
-                        self.lost_message = (
-                            "no refresh from the replica before the hold's validity ran out"
-                            if step.silent else "the replica's safe time ran out before its "
-                            "ZooKeeper connection came back")
-                        cancel = True
-                    self._cond.notify_all()
-                    if cancel:
-                        break
-                    continue
-                self._cond.wait(step.wake_at - now)
-        if cancel:
-            self._call.cancel()  # a live replica deletes the node
+        silence past refresh_within makes the hold SUSPENDED here (reason
+        IN_DOUBT to on_state), and LOST when its validity (or a server
+        SUSPENDED's safe time) runs out."""
+        def watched():
+            return self._state in (HELD, SUSPENDED) and not self._ended and not self._releasing
+        while True:
+            changed = cancel = False
+            with self._notify_mu:
+                with self._cond:
+                    if not watched():
+                        return
+                    now = time.monotonic()
+                    step = watchdog_step(self._state, now, self._refresh_due, self.valid_until,
+                                         self.safe_until, self._silent)
+                    if step.state != self._state:
+                        changed = True
+                        self._state, self._silent, self.safe_until = (
+                            step.state, step.silent, step.safe_until)
+                        if step.state == LOST:
+                            self.lost_reason = step.lost_reason
+                            self.lost_message = (
+                                "no refresh from the replica before the hold's validity ran out"
+                                if step.silent else "the replica's safe time ran out before its "
+                                "ZooKeeper connection came back")
+                            cancel = True
+                        self._cond.notify_all()
+                if changed:
+                    self._emit_state(step.state, step.lost_reason if step.state == LOST
+                                     else "IN_DOUBT")
+            if cancel:
+                self._call.cancel()  # a live replica deletes the node
+                return
+            if changed:
+                continue
+            with self._cond:
+                # Events that arrived meanwhile moved the deadlines: wake at
+                # the earlier of the two, and step again.
+                if watched():
+                    self._cond.wait(max(step.wake_at - time.monotonic(), 0.0))
 
     def _renew(self) -> None:
         interval = max(self._ttl / 3.0, 0.1)
@@ -493,6 +547,132 @@ class LeaseStatus:
 
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+# LeaderEvent.kind
+LEADER, NO_LEADER, UNKNOWN = "leader", "none", "unknown"
+
+
+@dataclass
+class Leader:
+    """The holder of an election's lock (the first holder in grant order)."""
+    value: Optional[str]          # metadata["value"] (the election convention)
+    owner: str
+    identity: str                 # verified client identity (mutual TLS), else ""
+    fencing_token: int            # the term: greater for every later leader
+    granted: Optional[datetime.datetime]
+    since: Optional[datetime.datetime]
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class LeaderEvent:
+    """One item of Client.observe(): kind is LEADER (`leader` set),
+    NO_LEADER (nobody holds the lock) or UNKNOWN (the replica has no
+    ZooKeeper connection, or the stream failed and is being opened again:
+    the holders are unknown; `message` says why)."""
+    kind: str
+    leader: Optional[Leader] = None
+    holders: List[Contender] = field(default_factory=list)
+    waiters: int = 0
+    max_holders: int = 0
+    sequence: int = 0
+    message: str = ""
+
+    def same_leader(self, other: Optional["LeaderEvent"]) -> bool:
+        if other is None or self.kind != other.kind:
+            return False
+        if self.kind != LEADER:
+            return True
+        a, b = self.leader, other.leader
+        return (a.fencing_token, a.metadata, a.owner) == (b.fencing_token, b.metadata, b.owner)
+
+
+OBSERVE_RETRIED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+class Observation:
+    """An iterator of LeaderEvent for one lock (Client.observe). Each
+    Observe stream failure with UNAVAILABLE (the replica drains or cannot be
+    reached), or CANCELLED by a replica shutting down, or an end without a
+    status, opens a new stream through the client's target after
+    retry_delays() backoff, first yielding an UNKNOWN item (the leader is
+    not known meanwhile). Other errors raise TurnstileError from next().
+    close() (from any thread) ends the iteration. A context manager.
+
+    changes_only=True yields an item only when the leader (its token,
+    owner, metadata), or NO_LEADER / UNKNOWN, differs from the last item
+    yielded; False yields every event (waiter counts too)."""
+
+    def __init__(self, client: "Client", name: str, changes_only: bool = True):
+        self._client = client
+        self.name = name
+        self._changes_only = changes_only
+        self._mu = threading.Lock()
+        self._closed = threading.Event()
+        self._call = None            # guarded by _mu
+        self._last: Optional[LeaderEvent] = None
+        self._delays = retry_delays()
+        self.reopened = 0            # streams opened again after a failure
+
+    def __iter__(self) -> "Observation":
+        return self
+
+    def __next__(self) -> LeaderEvent:
+        while True:
+            if self._closed.is_set():
+                raise StopIteration
+            with self._mu:
+                if self._closed.is_set():
+                    raise StopIteration
+                if self._call is None:
+                    self._call = self._client._stub.Observe(
+                        self._client._pb2.ObserveRequest(name=self.name))
+                call = self._call
+            failure = None
+            try:
+                ev = next(call)
+            except StopIteration:
+                failure = "the Observe stream ended"
+            except grpc.RpcError as e:
+                if self._closed.is_set():
+                    raise StopIteration from None
+                if e.code() not in OBSERVE_RETRIED_CODES:
+                    raise TurnstileError.from_rpc(e) from None
+                failure = "%s: %s" % (e.code().name, e.details() or "")
+            if failure is not None:
+                with self._mu:
+                    self._call = None
+                self.reopened += 1
+                item = LeaderEvent(UNKNOWN, message="observing again: " + failure)
+                delay = next(self._delays)
+                if not self._last_is(item):
+                    self._last = item
+                    self._closed.wait(delay)
+                    return item
+                self._closed.wait(delay)
+                continue
+            self._delays = retry_delays()
+            item = self._client._leader_event(ev)
+            if self._changes_only and self._last_is(item):
+                continue
+            self._last = item
+            return item
+
+    def _last_is(self, item: LeaderEvent) -> bool:
+        return item.same_leader(self._last)
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._mu:
+            call = self._call
+        if call is not None:
+            call.cancel()
+
+    def __enter__(self) -> "Observation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = None,
@@ -577,7 +757,8 @@ class Client:
                 on_revoke: Optional[Callable[[str, str], None]] = None,
                 revoke_holders: bool = False, revoke_reason: str = "",
                 lock_delay: float = 0.0, max_holders: int = 0,
-                on_queued: Optional[Callable[[int], None]] = None) -> Lock:
+                on_queued: Optional[Callable[[int], None]] = None,
+                on_state: Optional[Callable[["Lock", str, str], None]] = None) -> Lock:
         """Takes the lock `name`, waiting up to `wait_timeout` seconds
         (0 = try once). ttl > 0: a lease that this Lock renews by itself.
         shared=True: a read hold (LOCK_KIND_SHARED), together with other
@@ -589,6 +770,14 @@ class Client:
         grant waits this long; a clean release hands over at once.
         on_queued(position): called while waiting, with the queue position
         (1 = next in line) whenever it changes.
+        on_state(lock, state, reason): called when the hold changes state,
+        in order, at once when the library learns it, on a library thread
+        (do not block in it): 'held' (reason ACQUIRED, or RESUMED after a
+        doubt), 'suspended' (SUSPENDED from the replica, or IN_DOUBT: the
+        replica fell silent past refresh_within), 'lost' (the loss reason:
+        SESSION_EXPIRED, LEASE_EXPIRED, DELETED, SHUTDOWN, STREAM_BROKEN,
+        REFRESH_OVERDUE), 'released' (RELEASED). A wait that fails calls
+        nothing.
         max_holders=N > 0: one of an N-holder semaphore (LOCK_KIND_SEMAPHORE):
         at most N hold at once, FIFO; every contender of the name must ask
         the same N (FAILED_PRECONDITION otherwise).
@@ -605,13 +794,13 @@ class Client:
             wait_timeout,
             lambda left: self._acquire_once(name, left, ttl, owner, metadata, grace, shared,
                                             on_revoke, revoke_holders, revoke_reason,
-                                            lock_delay, max_holders, on_queued),
+                                            lock_delay, max_holders, on_queued, on_state),
             enabled=self.retry_unavailable)
 
     def _acquire_once(self, name, wait_timeout, ttl, owner, metadata, grace,
                       shared=False, on_revoke=None, revoke_holders=False,
                       revoke_reason="", lock_delay=0.0, max_holders=0,
-                      on_queued=None) -> Lock:
+                      on_queued=None, on_state=None) -> Lock:
         pb = self._pb2
         if shared:
             kind = pb.LOCK_KIND_SHARED  # with max_holders too: the server refuses the mix
@@ -625,7 +814,7 @@ class Client:
             kind=kind, max_holders=max_holders,
             revoke_holders=revoke_holders, revoke_reason=revoke_reason,
             lock_delay=_duration(lock_delay))
-        lock = Lock(self, name, open_msg, on_revoke, on_queued)
+        lock = Lock(self, name, open_msg, on_revoke, on_queued, on_state)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:
             with lock._cond:
@@ -639,6 +828,10 @@ class Client:
             lock._requests.put(_CLOSE)
             raise
         if state != WAITING:
+            # The reader holds _notify_mu from the event until its on_state
+            # call returns: once we get it, on_state(ACQUIRED) has been said.
+            with lock._notify_mu:
+                pass
             return lock  # held (or, rarely, already lost again: see lock.state)
         lock._call.cancel()
         lock._requests.put(_CLOSE)
@@ -650,6 +843,81 @@ class Client:
             raise TurnstileError(grpc.StatusCode.UNKNOWN,
                                  "Acquire stream ended without ACQUIRED")
         raise TurnstileError(code, details)
+
+    def proclaim(self, lease_id: str, fencing_token: int,
+                 metadata: Dict[str, str]) -> None:
+        """Replaces the metadata of a hold (by lease id and fencing token),
+        keeping the hold. Raises TurnstileError: NOT_FOUND (the lease is
+        gone), FAILED_PRECONDITION (the token is not this lease's: stale),
+        INVALID_ARGUMENT (malformed id, token 0, metadata limits)."""
+        try:
+            self._stub.Proclaim(self._pb2.ProclaimRequest(
+                lease_id=lease_id, fencing_token=fencing_token, metadata=dict(metadata)),
+                timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise TurnstileError.from_rpc(e) from None
+
+    def observe(self, name: str, changes_only: bool = True) -> Observation:
+        """Follows the leader (the first holder) of lock `name`: an iterator
+        of LeaderEvent, re-observing by itself after UNAVAILABLE; see
+        Observation. Close it (or use `with`) when done."""
+        if not isinstance(name, str) or not name:
+            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "name: must be a non-empty string")
+        return Observation(self, name, changes_only)
+
+    def leader(self, name: str, timeout: Optional[float] = None) -> Optional[Leader]:
+        """The current leader of `name` once: the first CURRENT event of an
+        Observe stream (None: nobody holds it). Waits through UNKNOWN
+        states up to `timeout` (default: the client's) and raises
+        TurnstileError DEADLINE_EXCEEDED if the state stays unknown."""
+        timeout = self.timeout if timeout is None else timeout
+        obs = self.observe(name)
+        timer = threading.Timer(timeout, obs.close)
+        timer.daemon = True
+        timer.start()
+        last = ""
+        try:
+            for item in obs:
+                if item.kind == LEADER:
+                    return item.leader
+                if item.kind == NO_LEADER:
+                    return None
+                last = item.message
+        finally:
+            timer.cancel()
+            obs.close()
+        raise TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                             "the leader of %r stayed unknown for %.1fs (%s)" % (
+                                 name, timeout, last or "no state received"))
+
+    def acquire_all(self, names: List[str], wait_timeout: float = 60.0,
+                    on_state: Optional[Callable[[str, str, str], None]] = None,
+                    **acquire_options) -> "MultiLock":  # noqa: F821 (turnstile_multilock)
+        """Takes every lock of `names` all-or-nothing under one deadline, in
+        canonical (UTF-8 byte) order; see turnstile_multilock.acquire_all.
+        acquire_options are Client.acquire's (owner, metadata, ttl, ...)."""
+        import turnstile_multilock
+        for key in ("on_state", "wait_timeout"):
+            acquire_options.pop(key, None)
+
+        def acquire(name, wait, cb):
+            return self.acquire(name, wait_timeout=wait, on_state=cb, **acquire_options)
+        return turnstile_multilock.acquire_all(acquire, names, wait_timeout, on_state=on_state)
+
+    def _leader_event(self, ev) -> LeaderEvent:
+        pb = self._pb2
+        if ev.state != pb.ObserveEvent.CURRENT:
+            return LeaderEvent(UNKNOWN, sequence=ev.sequence,
+                               message=ev.message or "the replica's state is unknown")
+        holders = [self._contender(c) for c in ev.holders]
+        leader = None
+        if holders:
+            h = holders[0]
+            leader = Leader(h.metadata.get("value"), h.owner, h.identity, h.fencing_token,
+                            h.granted, h.since, h.metadata)
+        return LeaderEvent(LEADER if leader else NO_LEADER, leader, holders, ev.waiters,
+                           ev.max_holders, ev.sequence)
 
     def release(self, lease_id: str) -> bool:
         """Releases a lease by id (any replica). True if it was released,

@@ -187,12 +187,13 @@ class Replica:
 
 
 @contextlib.contextmanager
-def live_replicas(build, tag, count=2, more=()):
+def live_replicas(build, tag, count=2, more=(), extra=None):
     """A ZooKeeper and `count` SERVING replicas on a root of their own, for
     a library's live tests (go_live_test.py, node_live_test.py); yields
     (replicas, a two-address target whose first address is dead and whose
-    second is replica count-1), and stops everything after. `more` are the
-    extra flags of further replicas, started after those (e.g. a lower
+    second is replica count-1), and stops everything after. extra:
+    {replica index: [more turnstiled flags]} for the first `count`; `more`
+    are the flags of further replicas, started after those (e.g. a lower
     --max-wait-timeout)."""
     tmp = tempfile.mkdtemp(prefix="turnstile-%s-" % tag)
     zk, replicas = None, []
@@ -200,9 +201,9 @@ def live_replicas(build, tag, count=2, more=()):
         zk = ZooKeeper(tmp)
         root = "/%s-%d" % (tag, os.getpid())
         for i in range(count):
-            replicas.append(Replica(build, zk, root, i))
-        for j, extra in enumerate(more):
-            replicas.append(Replica(build, zk, root, count + j, extra))
+            replicas.append(Replica(build, zk, root, i, (extra or {}).get(i, ())))
+        for j, flags in enumerate(more):
+            replicas.append(Replica(build, zk, root, count + j, flags))
         for r in replicas:
             r.wait_serving(build, dict(os.environ))
         dead = "127.0.0.1:%d" % free_port()  # nothing listens there
