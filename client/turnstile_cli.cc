@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -130,10 +131,16 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
       PrintLine(StatusJson("state", s));
     } else {
       PrintLine(absl::StrCat(turnstile::client::LockStateName(s.state),
-                             s.lost_reason.empty() ? "" : " reason=" + s.lost_reason));
+                             s.lost_reason.empty() ? "" : " reason=" + s.lost_reason,
+                             s.state == LockState::kLost || s.valid_for == Millis::max()
+                                 ? std::string()
+                                 : " safe_for=" + turnstile::FormatDuration(s.valid_for)));
     }
   };
+  const auto asked_at = std::chrono::steady_clock::now();
   auto lock = (*client)->Acquire((*args)[0], o);
+  const Millis waited =
+      std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - asked_at);
   if (tty) std::fputs("\r\033[K", stderr);
   if (!lock.ok()) return ReportError(g, lock.status());
   if (g.json()) {
@@ -141,9 +148,15 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
                            ",\"fencing_token\":", lock->fencing_token(),
                            ",\"lease_id\":", JsonQuote(lock->lease_id()), "}"));
   } else {
+    const Millis valid = lock->status().valid_for;
     PrintLine(absl::StrCat("ACQUIRED fencing_token=", lock->fencing_token(),
-                           " lease_id=", lock->lease_id()));
+                           " lease_id=", lock->lease_id(),
+                           valid == Millis::max()
+                               ? std::string()
+                               : " safe_for=" + turnstile::FormatDuration(valid),
+                           " waited=", turnstile::FormatDuration(waited)));
   }
+  const auto held_since = std::chrono::steady_clock::now();
   // Hold until interrupted, --hold passes, or the lock is lost.
   std::atomic<bool> done{false};
   std::thread waker([&] {
@@ -167,10 +180,12 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
   absl::Status r = lock->Release();
   if (lost) return kExitLost;
   if (!r.ok()) return ReportError(g, r);
+  const Millis held =
+      std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - held_since);
   if (g.json()) {
-    PrintLine("{\"event\":\"released\"}");
+    PrintLine(absl::StrCat("{\"event\":\"released\",\"held_ms\":", held.count(), "}"));
   } else {
-    PrintLine("RELEASED");
+    PrintLine("RELEASED held=" + turnstile::FormatDuration(held));
   }
   return 0;
 }
@@ -363,8 +378,21 @@ int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
                                           : std::string(),
                           ",\"metadata\":", meta, "}");
     }
+    // How long it has held (from its grant, where known) or waited (from
+    // when it queued), as people read durations.
+    const int64_t now_ms = std::chrono::duration_cast<Millis>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    auto since_ms = [](const google::protobuf::Timestamp& t) {
+      return t.seconds() * 1000 + t.nanos() / 1000000;
+    };
+    std::string age;
+    if (std::string(role) == "WAITER") {
+      age = " waiting=" + turnstile::FormatDuration(Millis(std::max<int64_t>(0, now_ms - since_ms(c.since()))));
+    } else if (c.has_granted()) {
+      age = " held=" + turnstile::FormatDuration(Millis(std::max<int64_t>(0, now_ms - since_ms(c.granted()))));
+    }
     return absl::StrCat(role, " position=", c.position(), " owner=", c.owner(),
-                        " fencing_token=", c.fencing_token(), " replica=", c.replica_id());
+                        " fencing_token=", c.fencing_token(), " replica=", c.replica_id(), age);
   };
   if (!g.json() && resp.max_holders() > 0) {
     PrintLine(absl::StrCat("SEMAPHORE max_holders=", resp.max_holders(),

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -59,6 +60,8 @@ class AuthzPolicy {
     std::string label;     // "rule 3" or "rule 3 (description)"
   };
   std::vector<Rule> rules_;
+  // Lock prefix -> the rules naming it (indexes into rules_, ascending).
+  absl::flat_hash_map<std::string, std::vector<size_t>> by_prefix_;
 };
 
 // Glob with '*' (any run of characters, '/' included); exact otherwise.
@@ -96,8 +99,10 @@ class ClientCertVerifier {
   // `crl_path` (--tls-client-crl-file, optional): PEM CRLs of the CAs that
   // issue client certificates; a certificate they list is refused. An
   // error if it cannot be read or holds no CRL signed by a CA of `ca_pem`.
+  // `ca_path` (optional): the file `ca_pem` came from, re-read by ReloadCa.
   static absl::StatusOr<std::unique_ptr<ClientCertVerifier>> Create(
-      const std::string& ca_pem, const std::string& crl_path = "");
+      const std::string& ca_pem, const std::string& crl_path = "",
+      const std::string& ca_path = "");
   ~ClientCertVerifier();
   // The caller's identity, or UNAUTHENTICATED saying why not.
   absl::StatusOr<std::string> Identify(const grpc::AuthContext& ctx);
@@ -110,18 +115,27 @@ class ClientCertVerifier {
   // previous CRL stays. Returns whether a new CRL is now in force; false
   // without a CRL file.
   bool ReloadCrl(bool force);
+  // Re-reads the client CA bundle if it changed (certificate rotation: a
+  // new CA, or old and new together during a cross-signed window). New
+  // calls are verified against it; identities verified before are
+  // verified again; open streams are not disturbed. An invalid bundle is
+  // logged and the previous one stays. False without `ca_path`.
+  bool ReloadCa(bool force);
 
  private:
   ClientCertVerifier() = default;
   struct Trust;  // the CAs and CRLs one verification uses (an X509_STORE)
   // A Trust from the CA bundle and the CRL file's text, or why not.
-  absl::StatusOr<std::shared_ptr<const Trust>> MakeTrust(const std::string& crl_pem) const;
+  absl::StatusOr<std::shared_ptr<const Trust>> MakeTrust(const std::string& ca_pem,
+                                                         const std::string& crl_pem) const;
   std::shared_ptr<const Trust> trust() const;
   struct Cached {
     std::string identity;
     time_t not_after = 0;
   };
-  std::string ca_pem_;
+  std::string ca_pem_;                     // GUARDED_BY(reload_mu_) after Create
+  std::string crl_pem_;                    // GUARDED_BY(reload_mu_) the CRLs in force
+  std::unique_ptr<WatchedFile> ca_file_;   // GUARDED_BY(reload_mu_); null: not reloaded
   std::unique_ptr<WatchedFile> crl_file_;  // GUARDED_BY(reload_mu_); null without CRLs
   std::mutex reload_mu_;
   mutable std::mutex mu_;

@@ -11,34 +11,70 @@
 namespace turnstile {
 
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text) {
-  struct Unit {
-    const char* suffix;
-    double ms;
+  auto bad = [&text] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad duration \"", text, "\" (use e.g. 500ms, 10s, 1m30s, 2m, 1h; a bare number is seconds)"));
   };
-  static const Unit kUnits[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-  std::string num = text;
-  double scale = 1000;
-  for (const Unit& u : kUnits) {
-    std::string suf = u.suffix;
-    if (text.size() > suf.size() && text.compare(text.size() - suf.size(), suf.size(), suf) == 0) {
-      std::string head = text.substr(0, text.size() - suf.size());
-      // "2m" must not be read as "2" + "m" of "ms".
-      if (suf == "m" || suf == "s") {
-        if (!head.empty() && head.back() == 'm') continue;
-      }
-      num = head;
-      scale = u.ms;
-      break;
+  if (text.empty()) return bad();
+  // A bare number (the old form) is seconds.
+  double v = 0;
+  if (absl::SimpleAtod(text, &v) && text.find_first_of("eE") == std::string::npos) {
+    // NaN passes every comparison: refused first (found by tests/fuzz/fuzz_flags;
+    // converting it to an integer is undefined behaviour).
+    if (!std::isfinite(v) || v < 0 || v > 1e9) return bad();
+    return std::chrono::milliseconds(static_cast<int64_t>(v * 1000));
+  }
+  // One or more <number><unit>, unit h, m, s or ms ("1h30m", "1m30s",
+  // "1s500ms", "2.5s", "3600000ms").
+  double total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t start = i;
+    while (i < text.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text[i])) ||
+                               text[i] == '.')) {
+      ++i;
     }
+    if (i == start || i == text.size()) return bad();
+    double n = 0;
+    if (!absl::SimpleAtod(text.substr(start, i - start), &n) || !std::isfinite(n) || n < 0) {
+      return bad();
+    }
+    double unit = 0;
+    if (text.compare(i, 2, "ms") == 0) {
+      unit = 1;
+      i += 2;
+    } else if (text[i] == 'h') {
+      unit = 3600000;
+      ++i;
+    } else if (text[i] == 'm') {
+      unit = 60000;
+      ++i;
+    } else if (text[i] == 's') {
+      unit = 1000;
+      ++i;
+    } else {
+      return bad();
+    }
+    total += n * unit;
+    if (!(total <= 1e12)) return bad();
   }
-  double v;
-  // NaN passes every comparison: refused first (found by tests/fuzz/fuzz_flags;
-  // converting it to an integer is undefined behaviour).
-  if (num.empty() || !absl::SimpleAtod(num, &v) || !std::isfinite(v) || v < 0 || v > 1e12) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad duration \"", text, "\" (use e.g. 500ms, 10s, 2m, 1h)"));
+  return std::chrono::milliseconds(static_cast<int64_t>(total));
+}
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  int64_t ms = d.count();
+  if (ms == 0) return "0s";
+  std::string out;
+  if (ms < 0) {
+    out = "-";
+    ms = -ms;
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(v * scale));
+  const int64_t h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60, rest = ms % 1000;
+  if (h > 0) absl::StrAppend(&out, h, "h");
+  if (m > 0) absl::StrAppend(&out, m, "m");
+  if (s > 0) absl::StrAppend(&out, s, "s");
+  if (rest > 0) absl::StrAppend(&out, rest, "ms");
+  return out;
 }
 
 std::string FlagSet::EnvName(const std::string& flag) {
@@ -66,7 +102,7 @@ void FlagSet::Int(const std::string& name, int64_t* target, const std::string& h
 
 void FlagSet::Duration(const std::string& name, std::chrono::milliseconds* target,
                        const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(target->count(), "ms"),
+  flags_.push_back({name, help, FormatDuration(*target),
                     [target, name](const std::string& v) {
                       auto d = ParseDuration(v);
                       if (!d.ok()) {

@@ -15,8 +15,13 @@
 
 namespace turnstile {
 
-// "250ms", "10s", "2m", "1h"; a bare number is seconds.
+// "250ms", "10s", "2m", "1h", and sums of them: "1h30m", "1m30s",
+// "1s500ms", "2.5s"; the old forms too ("3600000ms"; a bare number is
+// seconds). At most 1e12 ms; INVALID_ARGUMENT otherwise.
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text);
+// The form people read: "1h", "30s", "1m30s", "1h30s", "1s500ms",
+// "250ms", "0s". ParseDuration(FormatDuration(d)) == d for d >= 0.
+std::string FormatDuration(std::chrono::milliseconds d);
 
 class FlagSet {
  public:

@@ -103,6 +103,31 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
   // finishes a contender right after RELEASED or LOST), so the message is
   // held until then and written together with the status.
   void Send(Resp msg, bool last = false) { Enqueue(std::move(msg), last, false); }
+  // Like Send, but at most one such message waits at a time: a pending
+  // one not yet handed to gRPC is dropped for the newer (a client that
+  // stops reading must not grow the replica's memory with refreshes).
+  // Returns whether one was dropped.
+  bool SendReplacing(Resp msg, bool (*same_kind)(const Resp&)) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (done_ || finish_) return false;
+    bool dropped = false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (!it->probe && same_kind(it->msg)) {
+        it = queue_.erase(it);
+        dropped = true;
+      } else {
+        ++it;
+      }
+    }
+    queue_.push_back(Queued{std::move(msg), false});
+    PumpLocked(l);
+    return dropped;
+  }
+  // Messages waiting to be handed to gRPC (tests).
+  size_t pending() {
+    std::lock_guard<std::mutex> l(mu_);
+    return queue_.size();
+  }
   // Like Send; once this message has gone to the transport (the stream
   // was still open then), OnProbeWritten runs. A cancelled or broken
   // stream fails the write instead.
@@ -301,6 +326,12 @@ class AcquireReactor final
       if (!r) return;
       if (e.type == LockEvent::Type::kReleasing) {
         r->SendProbe(ToProto(e));
+      } else if (e.type == LockEvent::Type::kStillHeld) {
+        if (r->SendReplacing(ToProto(e), [](const v1::AcquireEvent& m) {
+              return m.type() == v1::AcquireEvent::STILL_HELD;
+            })) {
+          r->svc_->NoteStillHeldDropped();
+        }
       } else {
         r->Send(ToProto(e), last);
       }

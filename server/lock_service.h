@@ -66,6 +66,11 @@ class LockServiceImpl final {
   void NoteStreams(const char* kind, int delta) const {
     if (observer_) observer_->OnStreamsChanged(kind, delta);
   }
+  void NoteStillHeldDropped() {
+    still_held_dropped_.fetch_add(1);
+    if (observer_) observer_->OnStillHeldDropped();
+  }
+  uint64_t still_held_dropped() const { return still_held_dropped_.load(); }
 
   // Mutual TLS and authorization; set before serving (both may be null:
   // no client certificates asked for, no policy). Must outlive the service.
@@ -106,6 +111,7 @@ class LockServiceImpl final {
   LockObservers* observers_ = nullptr;
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};
+  std::atomic<uint64_t> still_held_dropped_{0};
   ServiceObserver* observer_ = nullptr;
   v1::LockService::AsyncService async_;
   grpc::ServerCompletionQueue* cq_ = nullptr;

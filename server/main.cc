@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);  // reload --authz-file and --tls-client-crl-file
+  sigaddset(&stop, SIGHUP);  // reload --authz-file, the CRL, the TLS pair and client CA
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   auto replica = turnstile::Replica::Start(config);
@@ -45,11 +45,15 @@ int main(int argc, char** argv) {
   while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
     const bool policy = (*replica)->ReloadPolicy();
     const bool crl = (*replica)->ReloadCrl();
-    std::printf("turnstiled: SIGHUP: %s; %s\n",
+    const bool tls = (*replica)->ReloadTls();
+    std::printf("turnstiled: SIGHUP: %s; %s; %s\n",
                 policy ? "authz policy reloaded"
                        : "no new authz policy (unchanged, invalid -- see stderr -- or none)",
                 crl ? "client CRL reloaded"
-                    : "no new client CRL (unchanged, invalid -- see stderr -- or none)");
+                    : "no new client CRL (unchanged, invalid -- see stderr -- or none)",
+                tls ? "TLS certificate or client CA reloaded"
+                    : "no new TLS certificate or client CA (unchanged, invalid -- see stderr -- "
+                      "or none)");
     std::fflush(stdout);
   }
   std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,

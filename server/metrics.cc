@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <mutex>
 #include <iterator>
 #include <exception>
 #include <map>
@@ -24,8 +25,8 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-const char* const kMethodNames[] = {"Acquire", "Release", "KeepAlive", "Describe", "List",
-                                    "Revoke"};
+const char* const kMethodNames[] = {"Acquire", "Release",  "KeepAlive", "Describe",
+                                    "List",    "Revoke",   "Observe",   "Proclaim"};
 
 const char* GrpcCodeName(int code) {
   static const char* const kNames[] = {
@@ -268,6 +269,20 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
                       .Register(r);
   m->streams_acquire_ = &streams.Add({{"kind", "acquire"}});
   m->streams_keepalive_ = &streams.Add({{"kind", "keepalive"}});
+  m->streams_observe_ = &streams.Add({{"kind", "observe"}});
+  m->tls_expiry_family_ =
+      &BuildGauge()
+           .Name("turnstile_tls_certificate_expiry_timestamp_seconds")
+           .Help("When the TLS certificate this replica serves expires (notAfter, Unix "
+                 "seconds); follows certificate reloads.")
+           .Register(r);
+  m->still_held_dropped_ =
+      &BuildCounter()
+           .Name("turnstile_still_held_dropped_total")
+           .Help("STILL_HELD events replaced by a newer one before they were written: the "
+                 "holder's client stopped reading (at most one is kept pending per stream).")
+           .Register(r)
+           .Add({});
   m->grpc_family_ = &BuildCounter()
                          .Name("turnstile_grpc_requests_total")
                          .Help("Finished gRPC requests, by method and status code.")
@@ -353,9 +368,26 @@ void Metrics::OnRequestDone(const char* method, int code) {
 }
 
 void Metrics::OnStreamsChanged(const char* kind, int delta) {
-  prometheus::Gauge* g =
-      std::string_view(kind) == "keepalive" ? streams_keepalive_ : streams_acquire_;
+  prometheus::Gauge* g = std::string_view(kind) == "keepalive" ? streams_keepalive_
+                         : std::string_view(kind) == "observe" ? streams_observe_
+                                                               : streams_acquire_;
   g->Increment(static_cast<double>(delta));
+}
+
+void Metrics::OnStillHeldDropped() { still_held_dropped_->Increment(); }
+
+void Metrics::SetTlsCertificateExpiry(int64_t unix_seconds) {
+  prometheus::Gauge* g = tls_expiry_.load();
+  if (g == nullptr) {
+    static std::mutex mu;  // the first set (start-up) and a reload cannot race, but be sure
+    std::lock_guard<std::mutex> l(mu);
+    g = tls_expiry_.load();
+    if (g == nullptr) {
+      g = &tls_expiry_family_->Add({});
+      tls_expiry_.store(g);
+    }
+  }
+  g->Set(static_cast<double>(unix_seconds));
 }
 
 }  // namespace turnstile

@@ -73,12 +73,16 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   // ServiceObserver.
   void OnRequestDone(const char* method, int code) override;
   void OnStreamsChanged(const char* kind, int delta) override;
+  void OnStillHeldDropped() override;
+  // The serving TLS certificate's notAfter (Unix seconds), set at start and
+  // after every reload; the series exists only on a replica serving TLS.
+  void SetTlsCertificateExpiry(int64_t unix_seconds);
 
  private:
   class LiveCollector;
   static constexpr int kZkOps = static_cast<int>(ZkOp::kCount);
   static constexpr int kZkCodes = static_cast<int>(ZkCode::kOther) + 1;
-  static constexpr int kMethods = 6;
+  static constexpr int kMethods = 8;
   static constexpr int kGrpcCodes = 17;
 
   Metrics() = default;
@@ -101,6 +105,10 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   prometheus::Counter* watch_events_ = nullptr;
   prometheus::Gauge* streams_acquire_ = nullptr;
   prometheus::Gauge* streams_keepalive_ = nullptr;
+  prometheus::Gauge* streams_observe_ = nullptr;
+  prometheus::Counter* still_held_dropped_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* tls_expiry_family_ = nullptr;
+  std::atomic<prometheus::Gauge*> tls_expiry_{nullptr};
   prometheus::Family<prometheus::Counter>* grpc_family_ = nullptr;
   std::array<std::array<prometheus::Counter*, kGrpcCodes>, kMethods> grpc_{};  // all made up front
   std::mutex lazy_mu_;  // creating a lazily-added series (ZooKeeper error codes)

@@ -1,5 +1,7 @@
 #include "server/replica.h"
 
+#include "server/serving_cert.h"
+
 #include "server/authz.h"
 
 #include <netdb.h>
@@ -208,7 +210,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (!c.tls_client_ca_file.empty()) {
     auto ca = ReadFile(c.tls_client_ca_file, "TLS client CA");
     if (!ca.ok()) return ca.status();
-    auto v = ClientCertVerifier::Create(*ca, c.tls_client_crl_file);
+    auto v = ClientCertVerifier::Create(*ca, c.tls_client_crl_file, c.tls_client_ca_file);
     if (!v.ok()) return v.status();
     r->verifier_ = std::move(*v);
   }
@@ -251,20 +253,11 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!c.tls_cert_file.empty()) {
-    auto cert = ReadFile(c.tls_cert_file, "TLS certificate");
-    if (!cert.ok()) return cert.status();
-    auto key = ReadFile(c.tls_key_file, "TLS key");
-    if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (r->verifier_ != nullptr) {
-      // Ask for a client certificate but let the call through to judge it
-      // (ClientCertVerifier): a bad one is then a clear UNAUTHENTICATED
-      // status, not a failed handshake. The handshake still proves the
-      // client holds the certificate's key.
-      ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY;
-    }
-    creds = grpc::SslServerCredentials(ssl);
+    auto sc = ServingCertificate::Load(c.tls_cert_file, c.tls_key_file, r->verifier_ != nullptr);
+    if (!sc.ok()) return sc.status();
+    r->serving_cert_ = std::move(*sc);
+    creds = r->serving_cert_->credentials();
+    if (r->metrics_) r->metrics_->SetTlsCertificateExpiry(r->serving_cert_->not_after());
   }
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second replica given the same
@@ -299,7 +292,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     if (absl::Status s = zk->Start(); !s.ok()) return s;
   }
   r->ScheduleHeapTrim();
-  if (r->policy_ != nullptr || !c.tls_client_crl_file.empty()) r->ScheduleFileChecks();
+  if (r->policy_ != nullptr || r->verifier_ != nullptr || r->serving_cert_ != nullptr) {
+    r->ScheduleFileChecks();
+  }
   return r;
 }
 
@@ -307,10 +302,28 @@ bool Replica::ReloadPolicy() { return policy_ != nullptr && policy_->Reload(true
 
 bool Replica::ReloadCrl() { return verifier_ != nullptr && verifier_->ReloadCrl(true); }
 
+bool Replica::ReloadTls() {
+  bool any = false;
+  if (serving_cert_ != nullptr && serving_cert_->Reload(true)) {
+    any = true;
+    if (metrics_) metrics_->SetTlsCertificateExpiry(serving_cert_->not_after());
+  }
+  if (verifier_ != nullptr) any = verifier_->ReloadCa(true) || any;
+  return any;
+}
+
+int64_t Replica::tls_not_after() const {
+  return serving_cert_ != nullptr ? serving_cert_->not_after() : 0;
+}
+
 void Replica::ScheduleFileChecks() {
   timers_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
     if (policy_ != nullptr) policy_->Reload(false);
     if (verifier_ != nullptr) verifier_->ReloadCrl(false);
+    if (verifier_ != nullptr) verifier_->ReloadCa(false);
+    if (serving_cert_ != nullptr && serving_cert_->Reload(false) && metrics_) {
+      metrics_->SetTlsCertificateExpiry(serving_cert_->not_after());
+    }
     ScheduleFileChecks();
   });
 }

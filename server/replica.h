@@ -25,6 +25,7 @@ namespace turnstile {
 class ClientCertVerifier;
 class HealthService;
 class LockServiceImpl;
+class ServingCertificate;
 namespace rpc {
 class CqThread;
 }
@@ -109,6 +110,7 @@ class Replica {
   std::string address() const;
   LockEngine& engine() { return *engine_; }
   LockObservers& observers() { return *observers_; }
+  LockServiceImpl& service() { return *service_; }
   ZkSession& zk() { return *zk_[0]; }
   // Session `i` of the pool (config().zk_sessions of them).
   ZkSession& zk(size_t i) { return *zk_[i]; }
@@ -129,6 +131,12 @@ class Replica {
   // Re-reads --tls-client-crl-file now (SIGHUP); true if a new CRL is in
   // force. No-op without a CRL file.
   bool ReloadCrl();
+  // Re-reads the TLS certificate and key and the client CA bundle now
+  // (SIGHUP; they are also checked four times a second); true if any new
+  // material is in force.
+  bool ReloadTls();
+  // The serving certificate's notAfter (Unix seconds); 0 without TLS.
+  int64_t tls_not_after() const;
 
  private:
   Replica() = default;
@@ -148,6 +156,7 @@ class Replica {
   // The Observe RPC's hub (its watchers end with the sessions' Close).
   std::unique_ptr<LockObservers> observers_;
   std::unique_ptr<ClientCertVerifier> verifier_;
+  std::unique_ptr<ServingCertificate> serving_cert_;
   std::unique_ptr<PolicyFile> policy_;
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<HealthService> health_;

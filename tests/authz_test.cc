@@ -2,6 +2,8 @@
 // replicas on the shared real ZooKeeper over mTLS. Certificates are made per
 // run (tests/test_pki.h); the policy is a file the replica reloads.
 #include <gtest/gtest.h>
+#include <climits>
+#include <random>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -948,6 +950,139 @@ TEST(ClientCrl, ExpiredCrlsStillRevokeAndEveryIssuerNeedsOne) {
   EXPECT_EQ(bad.status().message().find("S3cret"), std::string::npos) << bad.status();
 }
 
+// Issue 24 must-show 1: the server certificate and the client CA are
+// rotated under a live hold and a live waiter, without a restart. New
+// connections see the new certificate and the new client CA (old and new
+// CA together during the cross-signed window, then the new one alone); the
+// hold keeps its token and the waiter is granted; a mismatched key and
+// certificate leave the old pair in force; the expiry metric follows.
+TEST_F(AuthzTest, CertificatesRotateWithoutARestartOrADisturbedHold) {
+  const std::string dir = pki_.dir() + "/live";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string cert = dir + "/tls.crt", key = dir + "/tls.key", ca = dir + "/ca.crt";
+  // Replaced the way a Secret update does: the new file renamed over.
+  auto put = [](const std::string& from, const std::string& to) {
+    std::ifstream in(from);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(to + ".tmp") << text;
+    ASSERT_EQ(std::rename((to + ".tmp").c_str(), to.c_str()), 0);
+  };
+  auto bundle = [&](const std::vector<std::string>& files) {
+    std::string text;
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      text += std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    std::ofstream(ca + ".tmp") << text;
+    ASSERT_EQ(std::rename((ca + ".tmp").c_str(), ca.c_str()), 0);
+  };
+  put(server_.cert, cert);
+  put(server_.key, key);
+  bundle({pki_.ca_file()});
+  ReplicaConfig cfg = TestConfig(connect_, UniqueRoot("rotate"));
+  cfg.tls_cert_file = cert;
+  cfg.tls_key_file = key;
+  cfg.tls_client_ca_file = ca;
+  cfg.authz_file = policy_file_;
+  cfg.metrics_listen = "127.0.0.1:0";
+  auto r = StartReplica(cfg);
+  ASSERT_TRUE(r);
+  auto expiry = [&]() -> int64_t {
+    auto got = HttpGet(r->metrics_port(), "/metrics");
+    if (!got.ok()) return -1;
+    // The sample's line (not its # HELP line).
+    const std::string name = "\nturnstile_tls_certificate_expiry_timestamp_seconds ";
+    const size_t at = got->body.find(name);
+    if (at == std::string::npos) return -1;
+    return static_cast<int64_t>(std::strtod(got->body.c_str() + at + name.size(), nullptr));
+  };
+  const int64_t old_expiry = expiry();
+  EXPECT_GT(old_expiry, 0);
+
+  // A hold and a waiter through the old certificate, by an old client.
+  auto old_admin = StubAt(r->address(), kAdmin);
+  AcquireStream holder(old_admin.get(), Open("rot/lock", milliseconds(60000)));
+  auto held = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(held);
+  AcquireStream waiter(old_admin.get(), Open("rot/lock", milliseconds(60000)));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::QUEUED));
+
+  // The new CA issues the new server certificate (valid longer) and new
+  // client certificates.
+  const std::string ca2 = pki_.AddCa("ca2");
+  CertSpec server2;
+  server2.cn = "replica";
+  server2.san = "DNS:localhost,IP:127.0.0.1";
+  server2.issuer = "ca2";
+  server2.not_after_s = 30 * 86400;
+  const auto s2 = pki_.Issue("server2", server2);
+  const auto& admin2 = Client(kAdmin, "ca2");
+  // A client that trusts only the new CA, with a new client certificate.
+  auto new_client = [&] { return StubWith({ca2, admin2.cert, admin2.key}, r->address()); };
+  auto describe_ok = [&](v1::LockService::Stub* stub) {
+    v1::DescribeResponse d;
+    return Describe(stub, "rot/lock", &d).ok();
+  };
+  EXPECT_FALSE(describe_ok(new_client().get())) << "the new CA is trusted before the rotation";
+
+  // Cross-signed window: the client CA bundle holds both CAs; then the
+  // server pair is renewed (certificate first, key a moment later, as two
+  // renames: the half-written pair is refused, the whole one taken).
+  bundle({pki_.ca_file(), ca2});
+  put(s2.cert, cert);
+  put(s2.key, key);
+  ASSERT_TRUE(WaitFor([&] { return describe_ok(new_client().get()); }, milliseconds(20000)))
+      << "new connections do not see the new certificate and CA";
+  EXPECT_TRUE(WaitFor([&] { return expiry() > old_expiry + 20 * 86400; }, milliseconds(10000)))
+      << "the expiry metric did not follow the new certificate";
+  // An old client certificate (from the old CA) still works during the
+  // window, from a client that trusts the new server certificate.
+  EXPECT_TRUE(describe_ok(
+      StubWith({ca2, Client(kAdmin).cert, Client(kAdmin).key}, r->address()).get()))
+      << "old client certificates are refused during the cross-signed window";
+  // A client that trusts only the old CA does not accept the new server
+  // certificate: the new pair is what new connections get.
+  EXPECT_FALSE(describe_ok(
+      StubWith({pki_.ca_file(), Client(kAdmin).cert, Client(kAdmin).key}, r->address()).get()));
+
+  // The hold is undisturbed: same stream, no event; it hands over to the
+  // waiter, whose stream is also the one opened before the rotation.
+  EXPECT_FALSE(holder.Next(milliseconds(0)));
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  auto granted = waiter.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(granted);
+  EXPECT_GT(granted->acquired().fencing_token(), held->acquired().fencing_token());
+
+  // A mismatched pair (ca3's certificate, the current key) is refused and
+  // the current pair stays in force.
+  pki_.AddCa("ca3");
+  CertSpec server3 = server2;
+  server3.issuer = "ca3";
+  const auto s3 = pki_.Issue("server3", server3);
+  put(s3.cert, cert);
+  EXPECT_FALSE(r->ReloadTls()) << "a mismatched pair was put in force";
+  EXPECT_TRUE(describe_ok(new_client().get())) << "the current pair was dropped";
+  EXPECT_FALSE(describe_ok(StubWith({pki_.ca_file("ca3"), admin2.cert, admin2.key},
+                                    r->address()).get()));
+
+  // The window ends: the new CA alone. New calls with old client
+  // certificates are refused (UNAUTHENTICATED); the waiter's hold, opened
+  // with an old certificate, is not disturbed.
+  put(s2.cert, cert);
+  bundle({ca2});
+  ASSERT_TRUE(WaitFor([&] {
+    v1::DescribeResponse d;
+    return Describe(StubWith({ca2, Client(kAdmin).cert, Client(kAdmin).key}, r->address()).get(),
+                    "rot/lock", &d)
+               .error_code() == grpc::StatusCode::UNAUTHENTICATED;
+  }, milliseconds(20000))) << "old client certificates still accepted after the window";
+  EXPECT_TRUE(describe_ok(new_client().get()));
+  EXPECT_FALSE(waiter.Next(milliseconds(0)));
+  waiter.SendRelease();
+  EXPECT_TRUE(waiter.Await(AcquireEvent::RELEASED));
+}
+
 // Issue 19 (3): /metrics has no client authentication, so with a policy in
 // force it shows no lock name by default: every lock is summed under
 // lock="_hidden". --metrics-lock-prefixes names the prefixes it may show.
@@ -1011,6 +1146,95 @@ TEST(ClientCertIdentity, UriThenDnsThenCommonName) {
 }
 
 // The decision rules, on their own (the table above runs them end to end).
+// Issue 24: the policy looks rules up by lock prefix instead of walking
+// them all. It must decide exactly as walking every rule does (the
+// reference below, written from authz.proto's rules), on random policies.
+TEST(AuthzPolicyRules, TheIndexDecidesAsWalkingEveryRule) {
+  std::mt19937 rng(24);
+  const std::vector<std::string> ids = {"spiffe://a/x", "spiffe://a/y", "spiffe://b/z"};
+  const std::vector<std::string> id_patterns = {"spiffe://a/x", "spiffe://a/*", "*",
+                                                "spiffe://*/z", "spiffe://b/z"};
+  const std::vector<std::string> prefixes = {"", "p", "pa", "pay/", "pay/x", "q/", "pay/xy"};
+  const std::vector<std::string> names = {"", "p", "pay/x", "pay/xyz", "pa", "q/1", "zz"};
+  const char* actions[] = {"acquire", "describe", "list", "release", "revoke", "keepalive",
+                           "proclaim"};
+  int decided = 0;
+  for (int round = 0; round < 300; ++round) {
+    struct RefRule {
+      std::vector<std::string> ids, locks;
+      uint32_t actions = 0;
+      bool deny = false;
+    };
+    std::vector<RefRule> ref;
+    std::string json = "{\"rules\": [";
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      RefRule r;
+      r.ids = {id_patterns[rng() % id_patterns.size()]};
+      r.locks = {prefixes[rng() % prefixes.size()]};
+      if (rng() % 3 == 0) r.locks.push_back(prefixes[rng() % prefixes.size()]);
+      r.deny = rng() % 5 == 0;
+      std::string acts;
+      if (!r.deny) {
+        for (int a = 0; a < 7; ++a) {
+          if (rng() % 2) {
+            r.actions |= 1u << a;
+            acts += std::string(acts.empty() ? "" : ",") + "\"" + actions[a] + "\"";
+          }
+        }
+        if (r.actions == 0) {
+          r.actions = 1;
+          acts = "\"acquire\"";
+        }
+      }
+      std::string locks;
+      for (const auto& l : r.locks) locks += std::string(locks.empty() ? "" : ",") + "\"" + l + "\"";
+      json += absl::StrCat(i ? "," : "", "{\"identities\": [\"", r.ids[0], "\"], \"locks\": [", locks,
+                           "], ", r.deny ? "\"deny\": true" : "\"actions\": [" + acts + "]", "}");
+      ref.push_back(r);
+    }
+    json += "]}";
+    auto p = AuthzPolicy::Parse(json);
+    ASSERT_TRUE(p.ok()) << p.status() << json;
+    for (const auto& id : ids) {
+      for (const auto& name : names) {
+        for (int a = 0; a < 7; ++a) {
+          // The reference: walk every rule.
+          int best = -1;
+          std::tuple<int, int, bool> best_key{-1, -1, false};
+          for (size_t ri = 0; ri < ref.size(); ++ri) {
+            const RefRule& r = ref[ri];
+            int spec = -1;
+            for (const auto& pat : r.ids) {
+              if (!IdentityMatches(pat, id)) continue;
+              const int lit = pat.find('*') == std::string::npos
+                                  ? INT_MAX
+                                  : static_cast<int>(pat.size() - std::count(pat.begin(), pat.end(), '*'));
+              spec = std::max(spec, lit);
+            }
+            if (spec < 0) continue;
+            int len = -1;
+            for (const auto& l : r.locks) {
+              if (name.rfind(l, 0) == 0) len = std::max(len, static_cast<int>(l.size()));
+            }
+            if (len < 0) continue;
+            std::tuple<int, int, bool> key{spec, len, r.deny};
+            if (best < 0 || key > best_key) {
+              best = static_cast<int>(ri);
+              best_key = key;
+            }
+          }
+          const bool want = best >= 0 && !ref[best].deny && ((ref[best].actions >> a) & 1u);
+          const bool got = (*p)->Check(id, static_cast<AuthzAction>(a), name).allowed;
+          ASSERT_EQ(got, want) << json << " " << id << " " << actions[a] << " \"" << name << "\"";
+          ++decided;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(decided, 300 * 3 * 7 * 7);
+}
+
 TEST(AuthzPolicyRules, MostSpecificRuleDecidesAndInvalidPoliciesAreRefused) {
   auto p = AuthzPolicy::Parse(kPolicy);
   ASSERT_TRUE(p.ok()) << p.status();

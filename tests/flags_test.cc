@@ -28,6 +28,54 @@ TEST(ParseDuration, Units) {
   EXPECT_FALSE(ParseDuration("5parsecs").ok());
 }
 
+// Issue 24: durations print the way people write them, and read back.
+TEST(FormatDuration, HumanFormsThatParseBack) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(FormatDuration(milliseconds(3600000)), "1h");
+  EXPECT_EQ(FormatDuration(milliseconds(30000)), "30s");
+  EXPECT_EQ(FormatDuration(milliseconds(90000)), "1m30s");
+  EXPECT_EQ(FormatDuration(milliseconds(3630000)), "1h30s");
+  EXPECT_EQ(FormatDuration(milliseconds(1500)), "1s500ms");
+  EXPECT_EQ(FormatDuration(milliseconds(250)), "250ms");
+  EXPECT_EQ(FormatDuration(milliseconds(0)), "0s");
+  EXPECT_EQ(FormatDuration(milliseconds(86400000)), "24h");
+  // Every form printed reads back as the same duration: all values up to
+  // 2 h 1 min in steps that cross every unit, and large ones.
+  for (int64_t ms = 0; ms <= 7260000; ms += 997) {
+    auto back = ParseDuration(FormatDuration(milliseconds(ms)));
+    ASSERT_TRUE(back.ok()) << FormatDuration(milliseconds(ms));
+    ASSERT_EQ(back->count(), ms) << FormatDuration(milliseconds(ms));
+  }
+  for (int64_t ms : {int64_t{1}, int64_t{999}, int64_t{1000}, int64_t{59999}, int64_t{60000},
+                     int64_t{3599999}, int64_t{999999999999}}) {
+    EXPECT_EQ(ParseDuration(FormatDuration(milliseconds(ms)))->count(), ms) << ms;
+  }
+}
+
+TEST(ParseDuration, SumsOfUnitsAndTheOldForms) {
+  EXPECT_EQ(ParseDuration("1h30m")->count(), 5400000);
+  EXPECT_EQ(ParseDuration("1m30s")->count(), 90000);
+  EXPECT_EQ(ParseDuration("1s500ms")->count(), 1500);
+  EXPECT_EQ(ParseDuration("2h0m1s")->count(), 7201000);
+  EXPECT_EQ(ParseDuration("3600000ms")->count(), 3600000);  // what help printed before
+  EXPECT_EQ(ParseDuration("0.25")->count(), 250);
+  for (const char* bad : {"1h30", "h", "1x", "1m30q", "1..5s", "1 s", "s1", "1e3s", "1ms5"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseDuration("99999999999999h").ok());  // beyond 1e12 ms
+}
+
+TEST(FlagSet, UsagePrintsDefaultsAsHumanDurations) {
+  std::chrono::milliseconds wait(3600000), drain(10000);
+  FlagSet f("t");
+  f.Duration("max-wait-timeout", &wait, "");
+  f.Duration("drain-timeout", &drain, "");
+  const std::string u = f.Usage();
+  EXPECT_NE(u.find("default \"1h\""), std::string::npos) << u;
+  EXPECT_NE(u.find("default \"10s\""), std::string::npos) << u;
+  EXPECT_EQ(u.find("3600000ms"), std::string::npos) << u;
+}
+
 TEST(FlagSet, FlagBeatsEnvironmentBeatsDefault) {
   std::string zk = "127.0.0.1:2181", root = "/turnstile", id = "default-id";
   std::chrono::milliseconds drain(10000);

@@ -18,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/lock_name.h"
+#include "server/lock_service.h"
+#include "server/replica.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
@@ -622,6 +624,75 @@ TEST_F(LockServiceTest, TurnstiledRunsNoCallbackApiThreads) {
   auto rc = p->Wait(milliseconds(20000));
   ASSERT_TRUE(rc) << "turnstiled did not stop on SIGTERM";
   EXPECT_EQ(*rc, 0);
+}
+
+// Issue 24 must-show 5: a holder whose client stops reading its stream for
+// 60 s (TURNSTILE_STALL_SECONDS) costs the replica one pending STILL_HELD,
+// not one per heartbeat: the older ones are dropped (and counted), and
+// when the client reads again it gets a handful of refreshes, not all of
+// them; the hold is intact and releases normally.
+TEST(StalledReader, KeepsOnePendingStillHeldAndReleasesAfterResuming) {
+  int seconds = 60;
+  if (const char* v = std::getenv("TURNSTILE_STALL_SECONDS")) seconds = std::max(5, std::atoi(v));
+  ReplicaConfig cfg = TestConfig(SharedZkServer().ConnectString(), UniqueRoot("stalled"));
+  cfg.zk_session_timeout = milliseconds(1000);  // a STILL_HELD every 200 ms
+  auto replica = StartReplica(cfg);
+  ASSERT_TRUE(replica);
+  // A client whose HTTP/2 window is small, so that the replica's writes
+  // stop once it stops reading (instead of filling a 64 KiB window).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::LockService::NewStub(
+      grpc::CreateCustomChannel(replica->address(), TestChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  auto rw = stub->Acquire(&ctx);
+  v1::AcquireRequest open;
+  *open.mutable_open() = OpenMsg("stalled", milliseconds(10000), "sleepy");
+  ASSERT_TRUE(rw->Write(open));
+  v1::AcquireEvent ev;
+  ASSERT_TRUE(rw->Read(&ev));
+  ASSERT_EQ(ev.type(), v1::AcquireEvent::ACQUIRED);
+  const uint64_t token = ev.acquired().fencing_token();
+  LockServiceImpl& svc = replica->service();
+  const uint64_t dropped_before = svc.still_held_dropped();
+  const auto stalled_at = std::chrono::steady_clock::now();
+  // Not reading. Refreshes come every 200 ms: over the stall all but a
+  // few (those the transport took before the window closed) are dropped.
+  const uint64_t expect_dropped = static_cast<uint64_t>(seconds) * 5 * 6 / 10;
+  ASSERT_TRUE(WaitFor([&] { return svc.still_held_dropped() - dropped_before >= expect_dropped; },
+                      milliseconds((seconds + 30) * 1000)))
+      << "only " << svc.still_held_dropped() - dropped_before << " dropped";
+  const double stalled_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stalled_at).count();
+  const uint64_t dropped = svc.still_held_dropped() - dropped_before;
+  // Still held meanwhile.
+  {
+    grpc::ClientContext dctx;
+    v1::DescribeRequest req;
+    req.set_name("stalled");
+    v1::DescribeResponse d;
+    ASSERT_TRUE(NewStub(replica->address())->Describe(&dctx, req, &d).ok());
+    ASSERT_EQ(d.holders_size(), 1);
+    EXPECT_EQ(d.holders(0).fencing_token(), token);
+  }
+  // Reading again: a few refreshes, then the release goes through.
+  v1::AcquireRequest release;
+  release.mutable_release();
+  ASSERT_TRUE(rw->Write(release));
+  int refreshes = 0;
+  bool released = false;
+  while (rw->Read(&ev)) {
+    if (ev.type() == v1::AcquireEvent::STILL_HELD) ++refreshes;
+    if (ev.type() == v1::AcquireEvent::RELEASED) released = true;
+    ASSERT_NE(ev.type(), v1::AcquireEvent::LOST);
+  }
+  EXPECT_TRUE(rw->Finish().ok());
+  EXPECT_TRUE(released);
+  std::printf("stalled %.0f s: %llu STILL_HELD dropped, %d delivered after resuming\n", stalled_s,
+              static_cast<unsigned long long>(dropped), refreshes);
+  EXPECT_LT(refreshes, 40) << "refreshes piled up while the client did not read";
+  EXPECT_GT(refreshes, 0);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Command-line and duration parsing (turnstiled and turnstile read both from
 // argv and TURNSTILE_* variables). The input is split at NUL bytes into argv.
-// Invariant: a parsed duration is never negative.
+// Invariants: a parsed duration is never negative, and FormatDuration of it
+// parses back to the same duration.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,5 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)flags.Usage();
   auto parsed = turnstile::ParseDuration(cur);
   if (parsed.ok() && parsed->count() < 0) std::abort();
+  // Whatever parses prints in a form that reads back as the same duration.
+  if (parsed.ok()) {
+    auto back = turnstile::ParseDuration(turnstile::FormatDuration(*parsed));
+    if (!back.ok() || *back != *parsed) std::abort();
+  }
   return 0;
 }
