@@ -39,6 +39,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,7 @@ IGNOREFILE = os.path.join(TOP, "deploy", "docker", "Dockerfile.dockerignore")
 COMPOSE_FILE = os.path.join(TOP, "docker-compose.yml")
 COMPOSE_OVERRIDE = os.path.join(HERE, "container", "compose.override.yml")
 CONTAINERS_CONF = os.path.join(HERE, "container", "containers.conf")
-LABEL = "turnstile-container-test"  # value: the pid of the run that made it
+LABEL = "turnstile-container-test"  # on the image; value: the pid of the run
 HOST_LOOPBACK = "10.0.2.2"          # the host's 127.0.0.1 under slirp4netns
 NETWORK = "slirp4netns:allow_host_loopback=true,port_handler=slirp4netns"
 BASE_MAX_AGE_S = 30 * 86400         # refresh the cached base tarball monthly
@@ -123,16 +124,28 @@ def check_machine():
 
 
 def sweep_stale():
-    """Removes containers and images of earlier runs that died unclean."""
-    for kind, ls, rm in (("container", ["ps", "-a"], ["rm", "-f", "-t", "0"]),
-                         ("image", ["images"], ["rmi", "-f"])):
-        _, out = podman(*ls, "--filter", "label=" + LABEL,
-                        "--format", "{{.ID}} {{index .Labels \"%s\"}}" % LABEL, check=False)
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit() and not os.path.exists("/proc/" + parts[1]):
-                log("removing stale %s %s of run %s" % (kind, parts[0], parts[1]))
-                podman(*rm, parts[0], check=False)
+    """Removes what earlier runs that died unclean left: containers and
+    networks are named turnstile-ct-PID..., images carry the label."""
+    def dead(pid):
+        return pid.isdigit() and not os.path.exists("/proc/" + pid)
+    _, out = podman("ps", "-a", "--format", "{{.Names}}", check=False)
+    for n in out.split():
+        m = re.match(r"turnstile-ct-(\d+)-", n)
+        if m and dead(m.group(1)):
+            log("removing stale container %s" % n)
+            podman("rm", "-f", "-t", "0", n, check=False)
+    _, out = podman("network", "ls", "--format", "{{.Name}}", check=False)
+    for n in out.split():
+        m = re.match(r"turnstile-ct-(\d+)-", n)
+        if m and dead(m.group(1)):
+            podman("network", "rm", "-f", n, check=False)
+    _, out = podman("images", "--filter", "label=" + LABEL,
+                    "--format", "{{.ID}} {{index .Labels \"%s\"}}" % LABEL, check=False)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and dead(parts[1]):
+            log("removing stale image %s" % parts[0])
+            podman("rmi", "-f", parts[0], check=False)
 
 
 # ---- the base images: debootstrap, not a registry -----------------------------
@@ -513,7 +526,7 @@ def run_replicas(image, zk, cli, run_id, names):
         r = Container("%s-%d" % (run_id, i), g, m)
         r.replica_id = "container-%d" % i
         names.append(r.name)
-        podman("run", "-d", "--name", r.name, "--label", "%s=%d" % (LABEL, os.getpid()),
+        podman("run", "-d", "--name", r.name,
                "--network", NETWORK, "-p", "127.0.0.1:%d:7400" % g, "-p", "127.0.0.1:%d:9464" % m,
                "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
                "--security-opt", "no-new-privileges", "--stop-timeout", str(STOP_TIMEOUT_S),
@@ -527,33 +540,81 @@ def run_replicas(image, zk, cli, run_id, names):
 
 # ---- docker-compose.yml's turnstile services ---------------------------------------
 
-def compose_replicas(image, zk, cli, run_id, names):
+class GatewayZooKeeper(harness.ZooKeeper):
+    """A standalone ZooKeeper listening on one address of this host (the
+    compose network's gateway: containers on it reach it there, nothing
+    outside this machine does)."""
+
+    def __init__(self, tmp, address, port):
+        self.dir = os.path.join(tmp, "zk-" + address)
+        os.makedirs(self.dir)
+        self.address, self.port = address, port
+        cfg = os.path.join(self.dir, "zoo.cfg")
+        with open(cfg, "w") as f:
+            f.write("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\n"
+                    "clientPortAddress=%s\nmaxClientCnxns=0\nforceSync=no\n"
+                    "4lw.commands.whitelist=*\nadmin.enableServer=false\n"
+                    "minSessionTimeout=1000\n" % (self.dir, port, address))
+        self.log = open(os.path.join(self.dir, "zk.log"), "w")
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-Dzookeeper.log.dir=" + self.dir, "-cp", harness.ZK_CLASSPATH,
+             "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_up(self, within_s=60):
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                with socket.create_connection((self.address, self.port), timeout=2) as s:
+                    s.sendall(b"ruok")
+                    if s.recv(16) == b"imok":
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Failure("ZooKeeper on %s:%d did not start (see %s)"
+                              % (self.address, self.port, self.log.name))
+            time.sleep(0.1)  # polling a server that is starting: no event to wait on
+
+
+def compose_replicas(image, cli, project, work, names, networks, zks):
     """turnstile-1 and turnstile-2 of docker-compose.yml, by podman-compose,
-    with the override pointing them at the test's ZooKeeper. `run --no-deps`
-    (one container per service, its ports published): podman-compose 1.0.3's
-    `up` ignores --no-deps and would start zk1..zk3, whose image cannot be
-    pulled here."""
+    on the compose project's own network with the ports the compose file
+    publishes, and the override pointing them at a ZooKeeper on that
+    network's gateway (host.containers.internal). `run --no-deps` (one
+    container per service): podman-compose 1.0.3's `up` ignores --no-deps and
+    would start zk1..zk3, whose image cannot be pulled here."""
+    zk_port = free_port()
     env = podman_env()
-    env.update(TURNSTILE_TEST_IMAGE=image, TURNSTILE_TEST_ZK="%s:%d" % (HOST_LOOPBACK, zk.port),
-               TURNSTILE_TEST_ZK_ROOT="/container-test-compose-%d" % os.getpid(),
-               TURNSTILE_TEST_NETWORK=NETWORK, TURNSTILE_TEST_LABEL="%s=%d" % (LABEL, os.getpid()))
+    env.update(TURNSTILE_TEST_IMAGE=image,
+               TURNSTILE_TEST_ZK="host.containers.internal:%d" % zk_port,
+               TURNSTILE_TEST_ZK_ROOT="/container-test-compose-%d" % os.getpid())
     replicas = []
     for svc, port in (("turnstile-1", 7400), ("turnstile-2", 7401)):
-        r = Container("%s-%s" % (run_id, svc), port, 1)
+        r = Container("%s-%s" % (project, svc), port, 1)
         r.replica_id = svc
         names.append(r.name)
-        run(["podman-compose", "-p", run_id, "-f", COMPOSE_FILE, "-f", COMPOSE_OVERRIDE,
+        if not networks:
+            networks.append(project + "_default")  # podman-compose makes it
+        run(["podman-compose", "-p", project, "-f", COMPOSE_FILE, "-f", COMPOSE_OVERRIDE,
              "run", "--no-deps", "-d", "-T", "--service-ports", "--name", r.name, svc],
             120, env=env, what="podman-compose run %s" % svc)
-        # Only the gRPC port is published by the compose file; metrics are
-        # scraped on the compose network. Read them from inside.
+        # The compose file publishes only gRPC; Prometheus scrapes :9464 on
+        # the compose network. Read /metrics from inside the container.
         r.acquired_count = (lambda r=r: metrics_inside(r))
         replicas.append(r)
     for r in replicas:
         for key, want in (("{{.HostConfig.ReadonlyRootfs}}", "true"),
-                          ("{{.Config.Image}}", image)):
+                          ("{{.ImageName}}", image)):
             if r.inspect(key) != want:
                 raise Failure("%s: %s is %s, not %s" % (r.name, key, r.inspect(key), want))
+    # The replicas wait for ZooKeeper by themselves; it can listen on the
+    # gateway now that the network's bridge is up.
+    _, gw = podman("network", "inspect", networks[0], "--format",
+                   "{{range .Subnets}}{{.Gateway}} {{end}}")
+    zk = GatewayZooKeeper(work, gw.split()[0], zk_port)
+    zks.append(zk)
+    zk.wait_up()
     return replicas
 
 
@@ -578,7 +639,7 @@ def main():
     run_id = "turnstile-ct-%d" % os.getpid()
     image = args.image or "localhost/%s:%d" % (LABEL, os.getpid())
     work = tempfile.mkdtemp(prefix="turnstile-container-test-")
-    names, zk, built = [], None, False
+    names, networks, zks, zk, built = [], [], [], None, False
     t_start = time.monotonic()
     try:
         check_machine()
@@ -598,7 +659,8 @@ def main():
                 if subprocess.run(["ss", "-Hltn", "sport = :%d" % p], stdout=subprocess.PIPE,
                                   text=True).stdout.strip():
                     raise Failure("docker-compose.yml publishes 127.0.0.1:%d, which is in use" % p)
-            replicas = compose_replicas(image, zk, cli, run_id, names)
+            replicas = compose_replicas(image, cli, run_id + "-compose", work, names,
+                                        networks, zks)
             exercise(cli, replicas, "compose")
             drain(cli, replicas[0], "compose", COMPOSE_DRAIN_S)
             stop_clean(replicas[1])
@@ -615,8 +677,10 @@ def main():
             podman("rm", "-f", "-t", "0", n, check=False)
         if built:
             podman("rmi", "-f", image, check=False)
-        if zk is not None:
-            zk.stop()
+        for n in networks:
+            podman("network", "rm", "-f", n, check=False)
+        for z in zks + ([zk] if zk is not None else []):
+            z.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
