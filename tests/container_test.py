@@ -432,8 +432,8 @@ def hand_over(cli, a, b, lock):
         waiter = Cli(cli, b.address, lock, "waiter-" + b.name, ["--hold", "200ms"])
         waiter.await_event("queued", 30, "waiter via " + b.name)
         d = describe(cli, b.address, lock)
-        holders = [(c["owner"], c["replica_id"]) for c in d.get("holders", [])]
-        waiters = [(c["owner"], c["replica_id"]) for c in d.get("waiters", [])]
+        holders = [(c["owner"], c["replica_id"]) for c in d["contenders"] if c["role"] == "holder"]
+        waiters = [(c["owner"], c["replica_id"]) for c in d["contenders"] if c["role"] == "waiter"]
         if holders != [("holder-" + a.name, a.replica_id)] or \
                 waiters != [("waiter-" + b.name, b.replica_id)]:
             raise Failure("describe %s via %s: holders %s, waiters %s" % (lock, b.name, holders, waiters))
