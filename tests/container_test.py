@@ -281,9 +281,10 @@ def check_image(image):
                      "/usr/local/bin/turnstiled", "/usr/local/bin/turnstile", check=False)
     unresolved = sorted(set(re.findall(r"^\s*(\S+) => not found", out, re.M)))
     if unresolved:
+        lines = [l for l in out.splitlines() if l.endswith(":") or "not found" in l]
         raise Failure("shared libraries missing from the runtime image (add their Debian "
                       "packages to deploy/docker/runtime-packages.txt): %s\n%s"
-                      % (", ".join(unresolved), out))
+                      % (", ".join(unresolved), "\n".join(lines)))
     if rc != 0:
         raise Failure("ldd in the image failed (exit %d):\n%s" % (rc, out))
     log("ldd: every shared library of turnstiled and turnstile resolves in the image")
