@@ -12,8 +12,9 @@ starts on loopback, and checks what an operator relies on:
     draining; SIGTERM drains (the holder is told LOST) and exits 0 within
     the drain, never by SIGKILL;
   - the turnstile services of docker-compose.yml, run by podman-compose with
-    tests/container/compose.override.yml (which points them at the test's
-    ZooKeeper), serve too: read-only root, no capabilities, ports as published.
+    tests/container/compose.override.yml (the built image, and a ZooKeeper the
+    test starts on the compose network's gateway), pass the same checks on
+    the compose file's own network, ports, healthcheck and hardening.
 
     container_test.py --build BUILD_DIR
 
@@ -32,6 +33,9 @@ runs with its own defaults (gRPC on 0.0.0.0:7400, metrics on 0.0.0.0:9464), so
 its HEALTHCHECK (127.0.0.1:7400 inside) checks that very replica, which two
 replicas on the host network could not both have. The host's loopback is
 10.0.2.2 inside (allow_host_loopback), where the test's ZooKeeper listens.
+The compose services use the compose project's bridge network instead, as the
+compose file does (podman-compose 1.0.3 adds --net PROJECT_default even when a
+network_mode is given).
 """
 import argparse
 import json
