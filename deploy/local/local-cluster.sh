@@ -12,8 +12,8 @@
 #                                     # returns once it answers ruok
 #   start_turnstiled [PORT] [FLAGS…]  # sets ts_port, ts_pid; returns once SERVING
 #   start_more_turnstiled NAME [FLAGS…]
-#                                     # another replica on a free port (log
-#                                     # $work/turnstiled-NAME.log), e.g. with TLS; sets
+#                                     # another replica on a free port, metrics on
+#                                     # another (log $work/turnstiled-NAME.log), e.g. with TLS; sets
 #                                     # more_port, more_pid; stopped on exit like the first.
 #                                     # Its health check passes the CLI the flags in the
 #                                     # array more_health_flags (e.g. --tls-ca-file F)
@@ -178,7 +178,7 @@ start_more_turnstiled() {
   log="$work/turnstiled-$name.log"
   more_port=$(free_port)
   "$bin/server/turnstiled" --listen "127.0.0.1:$more_port" --zk "127.0.0.1:$zk_port" \
-    --zk-session-timeout 6s "$@" > "$log" 2>&1 &
+    --zk-session-timeout 6s --metrics-listen 127.0.0.1:0 "$@" > "$log" 2>&1 &
   more_pid=$!
   echo "$more_pid" >> "$work/more.pids"
   local deadline=$((SECONDS + 30))
@@ -193,7 +193,7 @@ start_more_turnstiled() {
     [ $SECONDS -lt $deadline ] || { echo "turnstiled ($name) not SERVING after 30s"; cat "$log"; exit 1; }
     sleep 0.2
   done
-  echo "== $name: $(head -1 "$log") (pid $more_pid), SERVING"
+  echo "== $name: $(grep -m1 "listening on" "$log") (pid $more_pid), SERVING"
 }
 
 stop_more_turnstiled() {
