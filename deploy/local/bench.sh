@@ -152,6 +152,7 @@ if [ $security = 1 ]; then
     leaf server localhost "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
     leaf client bench "subjectAltName=URI:spiffe://turnstile.bench/client/bench\nextendedKeyUsage=clientAuth\n"
   ) > "$work/pki.log" 2>&1 || { echo "bench.sh: openssl failed:" >&2; cat "$work/pki.log" >&2; exit 1; }
+  echo "== PKI in $pki (removed on exit)"
   tls_server=(--tls-cert-file "$pki/server.crt" --tls-key-file "$pki/server.key")
   more_health_flags=(--tls-ca-file "$pki/ca.crt")
   start_more_turnstiled tls "${replica_flags[@]}" "${tls_server[@]}"
