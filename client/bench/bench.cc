@@ -128,8 +128,8 @@ constexpr char kUsage[] =
     "it (e.g. --zk-session-timeout 30s). deploy/local/bench.sh does all of this.\n"
     "\n"
     "Exit codes: 0 every workload ran and passed its checks; 1 a workload\n"
-    "failed to run; 2 usage; 3 a W5 correctness check (the restart's included)\n"
-    "failed.\n";
+    "failed to run, or a --secure-server is not what it says; 2 usage; 3 a W5\n"
+    "correctness check (the restart's included) failed.\n";
 
 // A comma-separated list of integers in lo..hi.
 bool ParseIntList(const std::string& text, std::vector<int>* out, long lo, long hi) {

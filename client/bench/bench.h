@@ -61,8 +61,9 @@
 // deploy/local/bench.sh does.
 //
 // Exit codes: 0 every workload ran and passed its checks; 1 a workload
-// failed to run (the table and JSON say which; the others still run); 2
-// usage; 3 a W5 correctness check failed.
+// failed to run (the table and JSON say which; the others still run), or a
+// --secure-server is not what it says; 2 usage; 3 a W5 correctness check
+// failed.
 #ifndef TURNSTILE_CLIENT_BENCH_BENCH_H_
 #define TURNSTILE_CLIENT_BENCH_BENCH_H_
 
