@@ -9,7 +9,10 @@
 // passes its correctness checks (each waiter granted once, in order, no
 // node left) and costs ZooKeeper exactly one watch per waiter; its memory
 // baseline (gRPC alone, turnstile-bare-server, with as many idle streams)
-// is measured and its server stopped.
+// is measured and its server stopped. With --secure-server, W1..W3 also
+// run over TLS, mutual TLS and mutual TLS with policies of 10 and 10,000
+// rules, each reported as a ratio to plaintext in the same run, and a side
+// that is not what it says fails the run.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,6 +25,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "tests/json_reader.h"
+#include "tests/test_pki.h"
 #include "tests/test_support.h"
 #include "tests/zk_fixture.h"
 
@@ -492,6 +497,242 @@ TEST(BenchTest, ScaleRunExitsThreeWhenANodeIsLeftBehind) {
   EXPECT_EQ(j["error"].kind, JsonValue::kString);
   EXPECT_EQ(j["checks"]["nodes_left"].number, 1);
   EXPECT_EQ(sync.Delete(planted), ZkCode::kOk);
+}
+
+// --- W1..W3 over TLS, mutual TLS and a policy (issue 24) ----------------------------
+
+// The bench's client identity, as deploy/local/bench.sh's certificate.
+constexpr char kBenchIdentity[] = "spiffe://turnstile.bench/client/bench";
+
+// A policy of `rules` rules as bench.sh writes it: rules - 1 on distinct
+// prefixes for other identities, then the one granting the bench's
+// identity acquire on names starting "bench-".
+std::string WriteBenchPolicy(const std::string& dir, int rules) {
+  const std::string path = dir + "/policy-" + std::to_string(rules) + ".json";
+  std::ofstream f(path);
+  f << "{\"rules\": [\n";
+  char line[256];
+  for (int i = 1; i < rules; ++i) {
+    std::snprintf(line, sizeof(line),
+                  "  {\"identities\": [\"spiffe://turnstile.bench/team-%05d/*\"], \"locks\": "
+                  "[\"team-%05d/\"], \"actions\": [\"acquire\", \"describe\"]},\n",
+                  i, i);
+    f << line;
+  }
+  f << "  {\"identities\": [\"" << kBenchIdentity
+    << "\"], \"locks\": [\"bench-\"], \"actions\": [\"acquire\"]}\n]}\n";
+  return path;
+}
+
+// Replicas for the secure sides on the shared ZooKeeper, one per side, and
+// the PKI: a server certificate for 127.0.0.1 and the bench's client
+// certificate.
+class SecureReplicas {
+ public:
+  SecureReplicas() {
+    CertSpec server;
+    server.cn = "localhost";
+    server.san = "IP:127.0.0.1,DNS:localhost";
+    server_ = pki_.Issue("server", server);
+    CertSpec client;
+    client.cn = "bench";
+    client.san = std::string("URI:") + kBenchIdentity;
+    client_ = pki_.Issue("client", client);
+  }
+  // A replica: plaintext, TLS, mutual TLS, or mutual TLS with a policy of
+  // `rules` rules (> 0).
+  Replica* Start(const std::string& root, bool tls, bool mtls, int rules = 0) {
+    ReplicaConfig c = TestConfig(SharedZkServer().ConnectString(), root);
+    c.tls_cert_file = c.tls_key_file = c.tls_client_ca_file = c.authz_file = "";
+    if (tls) {
+      c.tls_cert_file = server_.cert;
+      c.tls_key_file = server_.key;
+    }
+    if (mtls) c.tls_client_ca_file = pki_.ca_file();
+    if (rules > 0) c.authz_file = WriteBenchPolicy(pki_.dir(), rules);
+    replicas_.push_back(StartReplica(c));
+    return replicas_.back().get();
+  }
+  // A --secure-server value for `r` (this process's pid: the replicas run
+  // in it).
+  std::string Flag(const std::string& label, Replica* r, bool mtls, int rules = 0) const {
+    std::string v = label + "=127.0.0.1:" + std::to_string(r->port()) + ",ca=" + pki_.ca_file();
+    if (mtls) v += ",cert=" + client_.cert + ",key=" + client_.key;
+    v += ",pid=" + std::to_string(getpid());
+    if (rules > 0) v += ",rules=" + std::to_string(rules);
+    return v;
+  }
+
+ private:
+  TestPki pki_;
+  TestPki::Files server_, client_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+// A quick run of W1..W3 with a plaintext replica and four secure ones (TLS,
+// mutual TLS, mutual TLS with a 10-rule and a 10,000-rule policy): every
+// side is checked to be what it says, runs cycles, and is reported as a
+// ratio to plaintext; the two policies as a ratio to each other. Numbers
+// are only checked to be there and positive (no speed is asserted).
+TEST(BenchTest, SecureSidesReportTheirRatioToPlaintext) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  const std::string root = UniqueRoot("bench-secure");
+  SecureReplicas pki;
+  Replica* plain = pki.Start(root, false, false);
+  Replica* tls = pki.Start(root, true, false);
+  Replica* mtls = pki.Start(root, true, true);
+  Replica* small = pki.Start(root, true, true, 10);
+  Replica* large = pki.Start(root, true, true, 10000);
+  ASSERT_TRUE(plain && tls && mtls && small && large);
+
+  BenchRun run = RunBench(
+      {"--quick", "--workloads", "w1,w2,w3", "--server", plain->address(), "--zk",
+       zk.ConnectString(), "--zk-root", root, "--zk-fsync", "off", "--server-pid",
+       std::to_string(getpid()), "--secure-server", pki.Flag("tls", tls, false),
+       "--secure-server", pki.Flag("mtls", mtls, true), "--secure-server",
+       pki.Flag("policy-10", small, true, 10), "--secure-server",
+       pki.Flag("policy-10000", large, true, 10000)},
+      std::chrono::seconds(180));
+  const std::string& output = run.output;
+  std::cout << output;
+  ASSERT_TRUE(run.code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
+  ASSERT_EQ(*run.code, 0) << output;
+  ASSERT_EQ(run.json_lines, 6u) << output;
+
+  // Each side was checked before the workloads.
+  EXPECT_NE(output.find("policy-10000 127.0.0.1:" + std::to_string(large->port()) +
+                        ", mutual TLS, policy of 10000 rules; granted with its credentials: yes; "
+                        "plaintext refused: yes; no client certificate refused: yes; outside the "
+                        "policy denied: yes"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("warm-up, policy-10000: 0.1 s unmeasured"), std::string::npos) << output;
+
+  const std::vector<std::string> labels = {"plaintext", "tls", "mtls", "policy-10",
+                                           "policy-10000"};
+  for (const char* w : {"w1", "w2", "w3"}) {
+    const std::string name = std::string(w) + "-security";
+    ASSERT_TRUE(run.by_workload.count(name)) << "no BENCH_JSON line for " << name << "\n" << output;
+    const JsonValue& j = run.by_workload[name];
+    const std::string rate = w == std::string("w1") ? "ops_per_s" : "cycles_per_s";
+    EXPECT_EQ(j["zk_fsync"].str, "off");
+    EXPECT_EQ(j["slices_per_side"].number, 4) << name;
+    // Five sides, one slice each per round, every other round reversed.
+    EXPECT_EQ(j["order"].str, "ABCDEEDCBAABCDEEDCBA") << name;
+    ASSERT_EQ(j["side_order"].kind, JsonValue::kArray) << name;
+    ASSERT_EQ(j["side_order"].array.size(), labels.size()) << name;
+    for (size_t k = 0; k < labels.size(); ++k) {
+      EXPECT_EQ(j["side_order"].array[k]["label"].str, labels[k]) << name;
+      const JsonValue& side = j["sides"][labels[k]];
+      const std::string where = name + "." + labels[k];
+      ASSERT_EQ(side.kind, JsonValue::kObject) << where << "\n" << output;
+      ExpectPositive(side, where, "cycles");
+      ExpectPositive(side, where, rate);
+      ExpectPositive(side, where, "cycle_p50_ms");
+      ExpectPositive(side, where, "cycle_p99_ms");
+      ExpectPositive(side, where, "turnstiled_cpu_ms_per_cycle");
+      ExpectPositive(side, where, "client_cpu_ms_per_cycle");
+      EXPECT_EQ(side["errors"].number, 0) << where;
+      EXPECT_EQ(side["tls"].number, k > 0 ? 1 : 0) << where;
+      EXPECT_EQ(side["mtls"].number, k > 1 ? 1 : 0) << where;
+      EXPECT_EQ(side["policy_rules"].number, k == 3 ? 10 : k == 4 ? 10000 : 0) << where;
+      const JsonValue& ratio = side["ratio_to_plaintext"];
+      for (const std::string& key : {rate, std::string("cycle_p50_ms"),
+                                     std::string("cycle_p99_ms"),
+                                     std::string("turnstiled_cpu_ms_per_cycle")}) {
+        ExpectPositive(ratio, where + ".ratio_to_plaintext", key);
+      }
+      EXPECT_NEAR(ratio[rate].number, side[rate].number / j["sides"]["plaintext"][rate].number,
+                  1e-3 * ratio[rate].number);
+      if (k == 0) {
+        EXPECT_EQ(ratio[rate].number, 1) << where;
+        continue;
+      }
+      const JsonValue& checks = side["checks"];
+      EXPECT_EQ(checks["granted"].number, 1) << where;
+      EXPECT_EQ(checks["plaintext_refused"].number, 1) << where;
+      if (k >= 2) {
+        EXPECT_EQ(checks["no_client_cert_refused"].number, 1) << where;
+      } else {
+        EXPECT_EQ(checks["no_client_cert_refused"].kind, JsonValue::kNull) << where;
+      }
+      if (k >= 3) {
+        EXPECT_EQ(checks["outside_policy_denied"].number, 1) << where;
+      } else {
+        EXPECT_EQ(checks["outside_policy_denied"].kind, JsonValue::kNull) << where;
+      }
+    }
+    if (w == std::string("w2")) {
+      ExpectPositive(j["sides"]["policy-10000"], name, "release_to_acquired_p50_ms");
+    }
+    // 10,000 rules against 10.
+    const JsonValue& p = j["policy_size"];
+    ASSERT_EQ(p.kind, JsonValue::kObject) << name;
+    EXPECT_EQ(p["more"].str, "policy-10000");
+    EXPECT_EQ(p["fewer"].str, "policy-10");
+    EXPECT_EQ(p["more_rules"].number, 10000);
+    EXPECT_EQ(p["fewer_rules"].number, 10);
+    for (const std::string& key : {rate, std::string("cycle_p50_ms"),
+                                   std::string("turnstiled_cpu_ms_per_cycle")}) {
+      ExpectPositive(p, name + ".policy_size", key);
+    }
+    EXPECT_NEAR(p[rate].number,
+                j["sides"]["policy-10000"][rate].number / j["sides"]["policy-10"][rate].number,
+                1e-3 * p[rate].number);
+  }
+  EXPECT_NE(output.find("policy of 10000 rules / of 10 rules (policy-10000 / policy-10)"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("ratio to plaintext"), std::string::npos) << output;
+}
+
+// A secure side that is not what its flag says fails the run: a TLS-only
+// replica given as mutual TLS (a client without a certificate is served)
+// and a mutual-TLS replica without a policy given rules=10 (a lock outside
+// the policy is granted). And a --secure-server value without ca= is a
+// usage error.
+TEST(BenchTest, SecureSideThatIsNotWhatItSaysFailsTheRun) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  const std::string root = UniqueRoot("bench-secure-wrong");
+  SecureReplicas pki;
+  Replica* plain = pki.Start(root, false, false);
+  Replica* tls = pki.Start(root, true, false);
+  Replica* mtls = pki.Start(root, true, true);
+  ASSERT_TRUE(plain && tls && mtls);
+
+  BenchRun run = RunBench(
+      {"--workloads", "w1", "--duration", "200ms", "--warmup", "0", "--bare-server", "",
+       "--server", plain->address(), "--zk", zk.ConnectString(), "--zk-root", root,
+       "--secure-server", pki.Flag("fake-mtls", tls, true), "--secure-server",
+       pki.Flag("fake-policy", mtls, true, 10)},
+      std::chrono::seconds(120), /*expect_ok=*/false);
+  const std::string& output = run.output;
+  std::cout << output;
+  ASSERT_TRUE(run.code.has_value()) << output;
+  EXPECT_EQ(*run.code, 1) << output;
+  ASSERT_TRUE(run.by_workload.count("w1-security")) << output;
+  const JsonValue& j = run.by_workload["w1-security"];
+  EXPECT_EQ(j["ok"].number, 0);
+  ASSERT_EQ(j["error"].kind, JsonValue::kString);
+  EXPECT_NE(j["error"].str.find("fake-mtls check: a client without a certificate was not refused"),
+            std::string::npos)
+      << j["error"].str;
+  EXPECT_NE(j["error"].str.find("fake-policy check: Acquire outside the policy: OK"),
+            std::string::npos)
+      << j["error"].str;
+  EXPECT_EQ(j["sides"]["fake-mtls"]["checks"]["no_client_cert_refused"].number, 0);
+  EXPECT_EQ(j["sides"]["fake-policy"]["checks"]["outside_policy_denied"].number, 0);
+  // Two secure sides, one without a policy: no policy comparison.
+  EXPECT_EQ(j["policy_size"].kind, JsonValue::kNull);
+
+  BenchRun usage = RunBench({"--server", plain->address(), "--secure-server",
+                             "tls=127.0.0.1:1,cert=a,key=b"},
+                            std::chrono::seconds(30), /*expect_ok=*/false);
+  ASSERT_TRUE(usage.code.has_value());
+  EXPECT_EQ(*usage.code, 2) << usage.output;
+  EXPECT_EQ(usage.json_lines, 0u);
 }
 
 }  // namespace

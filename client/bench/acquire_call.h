@@ -34,7 +34,8 @@ inline std::chrono::system_clock::time_point ToSystem(Clock::time_point t) {
 
 // A separate connection per channel (a subchannel pool of its own), so that
 // "N clients" are N connections, as N client processes would be.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index);  // plaintext
+std::shared_ptr<grpc::Channel> MakeChannel(const Endpoint& endpoint, int index);
 
 // Waits (up to 10 s in all) until every channel is connected.
 bool ConnectAll(const std::vector<std::shared_ptr<grpc::Channel>>& channels,

@@ -18,6 +18,7 @@
 
 #include "client/bench/bare_grpc.h"
 #include "client/bench/bench_internal.h"
+#include "client/bench/security.h"
 #include "server/flags.h"
 
 namespace turnstile::bench {
@@ -64,6 +65,29 @@ constexpr char kUsage[] =
     "                      the one next to this program, if any; \"\" = none)\n"
     "  --quick             1s per workload, a 500ms warm-up, herd sizes 10,50,\n"
     "                      W5 with 2000 waiters and a 1s idle window (for tests)\n"
+    "  --secure-server LABEL=ADDRESS,ca=FILE[,cert=FILE,key=FILE][,server-name=NAME]\n"
+    "                  [,pid=PID][,rules=N]\n"
+    "                      another replica (same ZooKeeper, same flags but its\n"
+    "                      security) over which w1..w3 also run, after their\n"
+    "                      floor tables: repeatable (up to 6). ca: the CAs of its\n"
+    "                      server certificate (TLS); cert, key: the bench's client\n"
+    "                      certificate (mutual TLS); server-name: the name that\n"
+    "                      certificate carries if not the address's host; pid: for\n"
+    "                      its CPU per cycle; rules: its --authz-file has N rules\n"
+    "                      (a label), which must grant the bench's identity\n"
+    "                      acquire on names starting \"bench-\" and not on\n"
+    "                      \"probe-denied-...\". Each side is checked first\n"
+    "                      (granted with its credentials; plaintext refused; with\n"
+    "                      cert, TLS without a certificate refused; with rules,\n"
+    "                      \"probe-denied-...\" PERMISSION_DENIED). Then each of\n"
+    "                      w1..w3 also runs on --server (plaintext) and on every\n"
+    "                      secure side, one slice each per round (--slices rounds,\n"
+    "                      every other one reversed: ABCDDCBA...), and prints each\n"
+    "                      side's ratio to plaintext and the largest policy's over\n"
+    "                      the smallest's, plus one line BENCH_JSON\n"
+    "                      {\"workload\":\"wN-security\",...}. Channels are opened\n"
+    "                      before the first slice: per-call cost, not handshakes.\n"
+    "                      deploy/local/bench.sh --security starts such replicas\n"
     "\n"
     "  w1  uncontended: 1 client, 1 lock, acquire+release cycles\n"
     "  w2  contended: 16 clients, 1 lock, hold 0; handoff = RELEASED at the\n"
@@ -104,8 +128,8 @@ constexpr char kUsage[] =
     "it (e.g. --zk-session-timeout 30s). deploy/local/bench.sh does all of this.\n"
     "\n"
     "Exit codes: 0 every workload ran and passed its checks; 1 a workload\n"
-    "failed to run; 2 usage; 3 a W5 correctness check (the restart's included)\n"
-    "failed.\n";
+    "failed to run, or a --secure-server is not what it says; 2 usage; 3 a W5\n"
+    "correctness check (the restart's included) failed.\n";
 
 // A comma-separated list of integers in lo..hi.
 bool ParseIntList(const std::string& text, std::vector<int>* out, long lo, long hi) {
@@ -177,7 +201,8 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
                                           "zk-fsync",   "server-pid", "zk-pid",     "workloads",
                                           "duration",   "herd-sizes", "w5-waiters",
                                           "w5-idle",    "warmup",     "slices",
-                                          "w5-restart-zk", "bare-server"};
+                                          "w5-restart-zk", "bare-server",
+                                          "secure-server"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       std::fprintf(stderr, "turnstile bench: unknown flag --%s\n%s", name.c_str(), kUsage);
       return 2;
@@ -235,6 +260,15 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     } else if (name == "w5-restart-zk") {
       if (value.empty()) return refuse("must be a shell command");
       o->w5_restart_zk = value;
+    } else if (name == "secure-server") {
+      SecureServer server;
+      std::string why;
+      if (!ParseSecureServer(value, &server, &why)) return refuse(why.c_str());
+      for (const SecureServer& other : o->secure) {
+        if (other.label == server.label) return refuse("repeats a label");
+      }
+      if (o->secure.size() >= 6) return refuse("is one too many (at most 6)");
+      o->secure.push_back(server);
     } else if (name == "bare-server") {
       o->bare_server = value;  // "" = no baseline
       bare_server_set = true;
@@ -1248,7 +1282,15 @@ int RunBench(int argc, char** argv) {
               version == mntr.end() ? "?" : version->second.substr(0, version->second.find(',')).c_str(),
               std::thread::hardware_concurrency());
   std::fflush(stdout);
+  // The secure sides matter only to w1..w3.
+  const bool secure = !o.secure.empty() &&
+                      std::any_of(o.workloads.begin(), o.workloads.end(), [](const std::string& w) {
+                        return w == "w1" || w == "w2" || w == "w3";
+                      });
+  std::vector<SecureCheck> checks;
+  if (secure) checks = CheckSecureServers(o);
   if (warm) RunWarmup(o);
+  if (warm && secure) WarmSecureServers(o, o.warmup / 4);
 
   bool ok = true;
   bool violated = false;
@@ -1256,6 +1298,9 @@ int RunBench(int argc, char** argv) {
     if (w == "w1") ok &= RunSeparateLocks(o, "w1", 1);
     if (w == "w2") ok &= RunW2(o);
     if (w == "w3") ok &= RunSeparateLocks(o, "w3", o.w3_clients);
+    if (secure && w == "w1") ok &= RunSecurity(o, "w1", 1, false, checks);
+    if (secure && w == "w2") ok &= RunSecurity(o, "w2", o.w2_clients, true, checks);
+    if (secure && w == "w3") ok &= RunSecurity(o, "w3", o.w3_clients, false, checks);
     if (w == "w4") ok &= RunW4(o);
     if (w == "w5") {
       const int w5 = RunW5(o);

@@ -8,6 +8,8 @@
 //                   [--herd-sizes 10,100,1000,10000]
 //                   [--w5-waiters 20000] [--w5-idle 5s]
 //                   [--w5-restart-zk CMD] [--bare-server PATH] [--quick]
+//                   [--secure-server LABEL=ADDRESS,ca=FILE[,cert=FILE,key=FILE]
+//                                    [,server-name=NAME][,pid=PID][,rules=N]]...
 //
 // Workloads:
 //   w1  uncontended: 1 client, 1 lock, acquire+release cycles.
@@ -36,6 +38,10 @@
 //       same proto and no engine) holds the same number of idle streams,
 //       opened the same way, and the replica's RSS is reported over its RSS
 //       (target <= 1.15; gRPC alone costs ~17 KB per waiting call).
+// With --secure-server (security.h), W1..W3 also run over plaintext and
+// over each such replica (TLS, mutual TLS, mutual TLS with a policy of N
+// rules), interleaved, each reported as a ratio to plaintext and the
+// largest policy over the smallest ("wN-security" tables and JSON lines).
 // W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
 // turnstile/floor per metric. Each workload prints a table and one line
 // "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.
@@ -55,8 +61,9 @@
 // deploy/local/bench.sh does.
 //
 // Exit codes: 0 every workload ran and passed its checks; 1 a workload
-// failed to run (the table and JSON say which; the others still run); 2
-// usage; 3 a W5 correctness check failed.
+// failed to run (the table and JSON say which; the others still run), or a
+// --secure-server is not what it says; 2 usage; 3 a W5 correctness check
+// failed.
 #ifndef TURNSTILE_CLIENT_BENCH_BENCH_H_
 #define TURNSTILE_CLIENT_BENCH_BENCH_H_
 

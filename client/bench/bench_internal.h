@@ -13,15 +13,38 @@
 #include <set>
 #include <string>
 
-#include "client/json_quote.h"
 #include <vector>
 
+#include "client/json_quote.h"
 #include "server/zk_session.h"
+
+namespace grpc {
+class ChannelCredentials;
+}
 
 namespace turnstile::bench {
 
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
+
+// Another replica over which W1..W3 also run, interleaved with --server's
+// plaintext (--secure-server): the same ZooKeeper and flags, only its
+// transport security and policy differ, so the ratio to plaintext is their
+// cost.
+struct SecureServer {
+  std::string label;        // names its column and JSON object
+  std::string address;
+  std::string ca_file;      // PEM CAs of its server certificate (TLS)
+  std::string cert_file;    // with key_file: the bench's client certificate
+  std::string key_file;     //   (mutual TLS)
+  std::string server_name;  // the name its certificate carries; "" = the host
+  int pid = 0;              // for its CPU per cycle; 0 = not known
+  // Rules in its --authz-file (0 = no policy): the policy must let the
+  // bench's identity acquire every lock whose name starts "bench-" and
+  // refuse "probe-denied-..." (the bench checks both).
+  int policy_rules = 0;
+  bool mtls() const { return !cert_file.empty(); }
+};
 
 struct BenchOptions {
   std::string server = "127.0.0.1:7400";
@@ -73,6 +96,9 @@ struct BenchOptions {
   // replica does; "" = not measured. Defaults to turnstile-bare-server next
   // to the running program, if there is one.
   std::string bare_server;
+  // W1..W3 also over these (TLS, mutual TLS, a policy), interleaved with a
+  // plaintext side on `server` (see security.cc).
+  std::vector<SecureServer> secure;
   // Unique per run: lock names and the floor's znode root carry it.
   std::string run_tag;
 };
@@ -346,6 +372,16 @@ struct ScaleResult {
 // Checks that the replica answers (channel connects within `timeout`).
 bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error);
 
+// Where the turnstile side connects: the address and the channel
+// credentials (plaintext unless set), and the name its certificate carries.
+struct Endpoint {
+  std::string address;
+  std::shared_ptr<grpc::ChannelCredentials> creds;  // null = plaintext
+  std::string server_name;                          // "" = the address's host
+};
+// The endpoint of `s`, or why its files do not make credentials.
+bool SecureEndpoint(const SecureServer& s, Endpoint* out, std::string* error);
+
 // `clients` concurrent clients, one channel (connection) each; client i
 // loops acquire+release (hold 0) on lock_names[i]. W1: 1 client; W2: 16 on
 // one name; W3: 32 on 32 names. The channels stay open from one Run (slice)
@@ -353,6 +389,8 @@ bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error);
 class TurnstileCycles {
  public:
   TurnstileCycles(const BenchOptions& o, std::vector<std::string> lock_names);
+  // The same against `endpoint` (a --secure-server, or plaintext).
+  TurnstileCycles(const Endpoint& endpoint, std::vector<std::string> lock_names);
   ~TurnstileCycles();
   TurnstileCycles(const TurnstileCycles&) = delete;
   TurnstileCycles& operator=(const TurnstileCycles&) = delete;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "client/bench/acquire_call.h"
+#include "client/lib/tls.h"
 
 namespace turnstile::bench {
 namespace {
@@ -46,10 +47,29 @@ const std::shared_ptr<client::EventLoop>& BenchLoop() {
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int index) {
+  return MakeChannel(Endpoint{target, nullptr, ""}, index);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const Endpoint& endpoint, int index) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("turnstile.bench.channel", index);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!endpoint.server_name.empty()) {
+    args.SetSslTargetNameOverride(endpoint.server_name);
+  }
+  return grpc::CreateCustomChannel(
+      endpoint.address,
+      endpoint.creds != nullptr ? endpoint.creds : grpc::InsecureChannelCredentials(), args);
+}
+
+bool SecureEndpoint(const SecureServer& s, Endpoint* out, std::string* error) {
+  auto creds = client::MakeChannelCredentials({s.ca_file, s.cert_file, s.key_file});
+  if (!creds.ok()) {
+    *error = "--secure-server " + s.label + ": " + std::string(creds.status().message());
+    return false;
+  }
+  *out = Endpoint{s.address, *creds, s.server_name};
+  return true;
 }
 
 bool ConnectAll(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
@@ -191,11 +211,14 @@ bool CheckServer(const BenchOptions& o, Millis timeout, std::string* error) {
 }
 
 TurnstileCycles::TurnstileCycles(const BenchOptions& o, std::vector<std::string> lock_names)
+    : TurnstileCycles(Endpoint{o.server, nullptr, ""}, std::move(lock_names)) {}
+
+TurnstileCycles::TurnstileCycles(const Endpoint& endpoint, std::vector<std::string> lock_names)
     : conns_(std::make_shared<Conns>()) {
-  conns_->target = o.server;
+  conns_->target = endpoint.address;
   conns_->names = std::move(lock_names);
   for (size_t i = 0; i < conns_->names.size(); ++i) {
-    conns_->channels.push_back(MakeChannel(o.server, static_cast<int>(i)));
+    conns_->channels.push_back(MakeChannel(endpoint, static_cast<int>(i)));
     conns_->stubs.push_back(v1::LockService::NewStub(conns_->channels.back()));
   }
 }

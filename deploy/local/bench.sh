@@ -2,7 +2,8 @@
 # Runs the turnstile benchmark on this machine: starts a local ZooKeeper
 # (temp dir, free loopback port) and one turnstiled replica, runs
 # `turnstile-bench` (w1..w5 unless flags say otherwise), prints its tables
-# and BENCH_JSON lines, then stops both by PID.
+# and BENCH_JSON lines, then stops them by PID (with --security, one more
+# replica per secure side: see below).
 #
 #   bash deploy/local/bench.sh                 # the full bench (w1..w5), ~2 minutes
 #   bash deploy/local/bench.sh --quick         # ~20 s smoke run
@@ -10,6 +11,32 @@
 #   bash deploy/local/bench.sh --workloads w4 --herd-sizes 10,100,1000
 #   bash deploy/local/bench.sh --workloads w5  # only the 20,000 waiters on one replica
 #   bash deploy/local/bench.sh --no-zk-restart # W5 without its ZooKeeper restart
+#   bash deploy/local/bench.sh --workloads w1,w2,w3 --security
+#                                              # W1..W3 also over TLS, mutual TLS and
+#                                              # mutual TLS with policies of 10 and
+#                                              # 10,000 rules: ratios to plaintext
+#   bash deploy/local/bench.sh --security --policy-rules 10,1000,10000
+#   bash deploy/local/bench.sh --help          # this text, then turnstile-bench's flags
+#
+# --security (issue 24: what mutual TLS and a policy cost) makes a throw-away
+# PKI with openssl in the run's temp dir (removed on exit; nothing secret is
+# kept): a CA, a server certificate for 127.0.0.1/localhost, and the bench's
+# client certificate (URI SAN spiffe://turnstile.bench/client/bench). It
+# writes one policy per --policy-rules count N (default 10,10000): N-1 rules
+# on distinct prefixes for other identities (team-00001/ ... for
+# spiffe://turnstile.bench/team-00001/*), then the one rule that lets the
+# bench's identity acquire names starting "bench-"; the bench checks that
+# anything else ("probe-denied-...") is PERMISSION_DENIED. Then it starts,
+# next to the plaintext replica and with the same flags, one replica each
+# with TLS (--tls-cert-file/--tls-key-file), mutual TLS
+# (--tls-client-ca-file) and mutual TLS with each policy (--authz-file), and
+# passes them to turnstile-bench as --secure-server: W1..W3 then also run
+# over plaintext and each of them, interleaved in the same run, and each
+# prints a second table and a "wN-security" BENCH_JSON line with every
+# side's ratio to plaintext and the largest policy's over the smallest's.
+# W4 and W5 stay plaintext. The channels are open before measuring: the
+# ratios are the per-call cost (encryption, identity, policy), not
+# handshakes.
 #
 # Every other argument goes to turnstile-bench (`turnstile bench --help`),
 # e.g. --warmup 3s (unmeasured cycles on both sides first) and --slices 4
@@ -73,14 +100,25 @@ done
 
 force_sync=yes
 zk_restart=1
+security=0
+policy_rules=10,10000
 bench_args=()
-for arg in "$@"; do
-  case $arg in
+while [ $# -gt 0 ]; do
+  case $1 in
     --no-fsync) force_sync=no ;;
     --no-zk-restart) zk_restart=0 ;;
-    *) bench_args+=("$arg") ;;
+    --security) security=1 ;;
+    --policy-rules) [ $# -ge 2 ] || { echo "bench.sh: --policy-rules needs a value" >&2; exit 2; }
+                    policy_rules=$2; security=1; shift ;;
+    --policy-rules=*) policy_rules=${1#--policy-rules=}; security=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+               echo; exec "$bin/client/bench/turnstile-bench" --help ;;
+    *) bench_args+=("$1") ;;
   esac
+  shift
 done
+[[ $policy_rules =~ ^[1-9][0-9]{0,6}(,[1-9][0-9]{0,6})*$ ]] ||
+  { echo "bench.sh: --policy-rules must be a list of rule counts, e.g. 10,10000" >&2; exit 2; }
 fsync_label=on
 [ $force_sync = yes ] || fsync_label=off
 
@@ -88,8 +126,55 @@ source "$top/deploy/local/local-cluster.sh"
 cluster_begin
 start=$SECONDS
 start_zookeeper "" "$force_sync"
-start_turnstiled "" --zk-session-timeout 30s --zk-sessions 4 \
-  --max-contenders-per-lock 20001 --max-streams 25000 --max-watch-bytes $((900 * 1024))
+replica_flags=(--zk-session-timeout 30s --zk-sessions 4
+  --max-contenders-per-lock 20001 --max-streams 25000 --max-watch-bytes $((900 * 1024)))
+start_turnstiled "" "${replica_flags[@]}"
+
+# --security: the PKI, the policies and one replica per secure side.
+secure_args=()
+if [ $security = 1 ]; then
+  command -v openssl > /dev/null || { echo "bench.sh: --security needs openssl" >&2; exit 1; }
+  pki="$work/pki"
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    umask 077
+    ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 2 \
+      -subj "/CN=turnstile-bench-ca" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign"
+    leaf() {  # leaf NAME CN EXTENSIONS
+      openssl req "${ec[@]}" -keyout "$1.key" -out "$1.csr" -subj "/CN=$2"
+      printf '%b' "$3" > "$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" \
+        -days 2 -extfile "$1.ext"
+    }
+    leaf server localhost "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    leaf client bench "subjectAltName=URI:spiffe://turnstile.bench/client/bench\nextendedKeyUsage=clientAuth\n"
+  ) > "$work/pki.log" 2>&1 || { echo "bench.sh: openssl failed:" >&2; cat "$work/pki.log" >&2; exit 1; }
+  echo "== PKI in $pki (removed on exit)"
+  tls_server=(--tls-cert-file "$pki/server.crt" --tls-key-file "$pki/server.key")
+  more_health_flags=(--tls-ca-file "$pki/ca.crt")
+  start_more_turnstiled tls "${replica_flags[@]}" "${tls_server[@]}"
+  secure_args+=(--secure-server "tls=127.0.0.1:$more_port,ca=$pki/ca.crt,pid=$more_pid")
+  client_files="ca=$pki/ca.crt,cert=$pki/client.crt,key=$pki/client.key"
+  more_health_flags=(--tls-ca-file "$pki/ca.crt" --tls-cert-file "$pki/client.crt"
+                     --tls-key-file "$pki/client.key")
+  start_more_turnstiled mtls "${replica_flags[@]}" "${tls_server[@]}" --tls-client-ca-file "$pki/ca.crt"
+  secure_args+=(--secure-server "mtls=127.0.0.1:$more_port,$client_files,pid=$more_pid")
+  for n in ${policy_rules//,/ }; do
+    # N-1 rules on distinct prefixes for other identities, then the bench's.
+    awk -v n="$n" 'BEGIN {
+      printf "{\"rules\": [\n"
+      for (i = 1; i < n; i++)
+        printf "  {\"identities\": [\"spiffe://turnstile.bench/team-%05d/*\"], \"locks\": [\"team-%05d/\"], \"actions\": [\"acquire\", \"describe\"]},\n", i, i
+      printf "  {\"identities\": [\"spiffe://turnstile.bench/client/bench\"], \"locks\": [\"bench-\"], \"actions\": [\"acquire\"], \"description\": \"the bench\"}\n]}\n"
+    }' > "$work/policy-$n.json"
+    start_more_turnstiled "policy-$n" "${replica_flags[@]}" "${tls_server[@]}" \
+      --tls-client-ca-file "$pki/ca.crt" --authz-file "$work/policy-$n.json"
+    secure_args+=(--secure-server "policy-$n=127.0.0.1:$more_port,$client_files,pid=$more_pid,rules=$n")
+  done
+fi
 # Before the caller's arguments, so that their own --w5-restart-zk wins.
 restart_args=()
 if [ $zk_restart = 1 ]; then
@@ -107,13 +192,18 @@ timeout --signal=TERM --kill-after=10 "${TURNSTILE_BENCH_TIMEOUT:-600}" \
   "$bin/client/bench/turnstile-bench" --server "127.0.0.1:$ts_port" --zk "127.0.0.1:$zk_port" \
   --zk-fsync "$fsync_label" --server-pid "$ts_pid" --zk-pid "$(current_zk_pid)" \
   --bare-server "$bin/client/bench/turnstile-bare-server" ${restart_args[@]+"${restart_args[@]}"} \
-  ${bench_args[@]+"${bench_args[@]}"} || rc=$?
+  ${secure_args[@]+"${secure_args[@]}"} ${bench_args[@]+"${bench_args[@]}"} || rc=$?
 echo
 if [ $rc -ne 0 ]; then
   echo "== turnstile-bench exited with $rc; last lines of the replica log:"
   tail -20 "$work/turnstiled.log"
+  for log in "$work"/turnstiled-*.log; do
+    [ -e "$log" ] || continue
+    echo "== last lines of $(basename "$log"):"
+    tail -5 "$log"
+  done
   echo "== last lines of the ZooKeeper log:"
   tail -10 "$work/zk.log"
 fi
-echo "== wall time $((SECONDS - start)) s; stopping turnstiled and ZooKeeper"
+echo "== wall time $((SECONDS - start)) s; stopping the replicas and ZooKeeper"
 exit $rc

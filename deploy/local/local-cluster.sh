@@ -11,6 +11,12 @@
 #                                     # zoo.cfg, port, data dir and JVM flags; sets zk_pid and
 #                                     # returns once it answers ruok
 #   start_turnstiled [PORT] [FLAGS…]  # sets ts_port, ts_pid; returns once SERVING
+#   start_more_turnstiled NAME [FLAGS…]
+#                                     # another replica on a free port, metrics on
+#                                     # another (log $work/turnstiled-NAME.log), e.g. with TLS; sets
+#                                     # more_port, more_pid; stopped on exit like the first.
+#                                     # Its health check passes the CLI the flags in the
+#                                     # array more_health_flags (e.g. --tls-ca-file F)
 #
 # Run directly, `bash local-cluster.sh restart-zookeeper WORKDIR` does
 # restart_zookeeper for the cluster whose $work is WORKDIR, from another
@@ -62,7 +68,7 @@ current_zk_pid() { cat "$work/zk.pid" 2>/dev/null || echo "$zk_pid"; }
 cluster_begin() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/turnstile-local.XXXXXX")
   zk_pid="" ts_pid=""
-  trap 'stop_pid "$ts_pid"; stop_pid "$(current_zk_pid)"; rm -rf "$work"' EXIT
+  trap 'stop_more_turnstiled; stop_pid "$ts_pid"; stop_pid "$(current_zk_pid)"; rm -rf "$work"' EXIT
   trap 'exit 130' INT TERM
 }
 
@@ -163,6 +169,37 @@ start_turnstiled() {
     sleep 0.2
   done
   echo "== $(head -1 "$work/turnstiled.log") (pid $ts_pid), SERVING"
+}
+
+# Replicas started by start_more_turnstiled, one PID a line in $work/more.pids.
+start_more_turnstiled() {
+  local name=$1 log
+  shift
+  log="$work/turnstiled-$name.log"
+  more_port=$(free_port)
+  "$bin/server/turnstiled" --listen "127.0.0.1:$more_port" --zk "127.0.0.1:$zk_port" \
+    --zk-session-timeout 6s --metrics-listen 127.0.0.1:0 "$@" > "$log" 2>&1 &
+  more_pid=$!
+  echo "$more_pid" >> "$work/more.pids"
+  local deadline=$((SECONDS + 30))
+  until grep -q "listening on" "$log"; do
+    kill -0 "$more_pid" 2>/dev/null || { cat "$log"; exit 1; }
+    [ $SECONDS -lt $deadline ] || { echo "turnstiled ($name) did not start"; cat "$log"; exit 1; }
+    sleep 0.1
+  done
+  until "$bin/client/turnstile" --server "127.0.0.1:$more_port" ${more_health_flags[@]+"${more_health_flags[@]}"} \
+      --rpc-timeout 2s health > /dev/null 2>&1; do
+    kill -0 "$more_pid" 2>/dev/null || { cat "$log"; exit 1; }
+    [ $SECONDS -lt $deadline ] || { echo "turnstiled ($name) not SERVING after 30s"; cat "$log"; exit 1; }
+    sleep 0.2
+  done
+  echo "== $name: $(grep -m1 "listening on" "$log") (pid $more_pid), SERVING"
+}
+
+stop_more_turnstiled() {
+  local pid
+  [ -f "$work/more.pids" ] || return 0
+  while read -r pid; do stop_pid "$pid"; done < "$work/more.pids"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
