@@ -484,6 +484,47 @@ TEST_F(ClientLibTest, ReleaseFromInsideCallback) {
   EXPECT_EQ(held->status().state, tc::LockState::kLost);
 }
 
+// A Release made on the library's thread (from on_revoke, as the election
+// helper does) does not wait; a second Release off that thread must, so that
+// when it returns every callback of the handle has run: the caller may then
+// destroy what the callbacks point to. (`turnstile elect` crashed on a late
+// kReleased delivered into its destroyed Election.)
+TEST_F(ClientLibTest, ASecondReleaseWaitsForWhatAReleaseInACallbackDidNot) {
+  std::mutex mu;
+  std::condition_variable cv;
+  tc::Lock* target = nullptr;
+  bool released_in_callback = false;
+  bool told_released = false;
+  auto o = Opts(milliseconds(5000), "cb2");
+  o.on_revoke = [&](const std::string&, const std::string&) {
+    std::lock_guard<std::mutex> l(mu);
+    if (target) EXPECT_TRUE(target->Release().ok());
+    released_in_callback = true;
+    cv.notify_all();
+  };
+  o.on_change = [&](const tc::LockStatus& s) {
+    std::lock_guard<std::mutex> l(mu);
+    if (s.state == tc::LockState::kReleased) told_released = true;
+  };
+  auto held = c1_->Acquire("cb2", o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    target = &*held;
+  }
+  ASSERT_TRUE(c2_->Revoke(held->lease_id(), "step down").ok());
+  {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, milliseconds(10000), [&] { return released_in_callback; }));
+  }
+  EXPECT_TRUE(held->Release().ok());
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_TRUE(told_released) << "Release returned before kReleased was delivered";
+  }
+  EXPECT_EQ(held->status().state, tc::LockState::kReleased);
+}
+
 // (d) Reentrant acquires share one hold: same token and lease, one node;
 // the server-side release happens with the last handle.
 TEST_F(ClientLibTest, ReentrantHandlesShareOneHold) {

@@ -41,7 +41,11 @@
 //     sends the release and returns OK without waiting (what it would wait
 //     for runs on this very thread); the stream is still cancelled if it has
 //     not ended 10 s later.
-//   Idempotent: a second Release of a handle returns OK and does nothing.
+//   Idempotent: a second Release of a handle returns OK without a server
+//   call; off the EventLoop thread it first waits (bounded) for what a first
+//   Release made on the EventLoop did not wait for, so that once a Release or
+//   the Lock's destructor returns off the loop, no callback of the handle
+//   runs again (an object its callbacks point to may then be destroyed).
 //   Non-last reentrant handles: Release only counts down (OK, no server call)
 //   and that handle's on_change gets kReleased.
 #include "client/lib/client.h"
@@ -419,6 +423,16 @@ class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
     if (ttl_ > Millis(0) && !lease_id_.empty()) ka_->Remove(lease_id_);
     if (!registry_key_.empty()) registry_->Forget(registry_key_, this);
     return result;
+  }
+
+  // Off the EventLoop thread: once the last handle's release has begun,
+  // waits (bounded) for the stream's end; then for every queued
+  // notification to be delivered.
+  void AwaitSettled() {
+    if (loop()->InLoopThread()) return;
+    std::unique_lock<std::mutex> l(mu_);
+    if (releasing_) cv_.wait_for(l, kReleaseTimeout, [&] { return ended_; });
+    AwaitDeliveredLocked(l);
   }
 
   LockStatus Status() const {
@@ -1181,7 +1195,13 @@ class Lock::Hold {
   Hold(std::shared_ptr<HoldCore> core, int id) : core_(std::move(core)), id_(id) {}
 
   absl::Status Release() {
-    if (released_.exchange(true)) return absl::OkStatus();
+    if (released_.exchange(true)) {
+      // Released before, perhaps on the EventLoop thread (from a callback),
+      // which does not wait: off that thread, wait now as the first Release
+      // would have, so that no callback runs after this returns.
+      core_->AwaitSettled();
+      return absl::OkStatus();
+    }
     LockStatus final;
     absl::Status st = core_->ReleaseHandle(id_, &final);
     std::lock_guard<std::mutex> l(mu_);
