@@ -71,15 +71,15 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
       o.lock_path = engine_->options().root + "/" + segment;
       o.session = engine_->SessionIndexOf(name);
     }
+    // The first state comes from a read that starts after this call (the
+    // one in flight, if any, may predate a change already complete, e.g.
+    // a release through another replica whose notification is still on
+    // its way): never the cached state. Joining observers cost reads (at
+    // most one in flight and one more per lock), changes do not.
+    const uint64_t after_read = next_id_;  // every read started later has a higher id
     id = ++next_id_;
-    o.sinks.emplace(id, sink);
+    o.joining.emplace(id, Observed::Joining{sink, after_read});
     by_id_.emplace(id, segment);
-    // The state as last read at once, then a fresh read (coalesced with
-    // any in flight): a change just made through another replica, whose
-    // notification is still on its way, is not missed by a new observer.
-    // Joining observers cost reads (at most one in flight and one more per
-    // lock), changes do not.
-    if (o.last) later.push_back([sink, last = o.last] { sink->OnState(last); });
     Read(&o, &later);
   }
   RunAll(&later);
@@ -95,6 +95,7 @@ void LockObservers::Stop(uint64_t id) {
   auto o = locks_.find(segment);
   if (o == locks_.end()) return;
   o->second.sinks.erase(id);
+  o->second.joining.erase(id);
   MaybeForget(segment);
 }
 
@@ -105,6 +106,7 @@ void LockObservers::Drain() {
     draining_ = true;
     for (auto& [segment, o] : locks_) {
       for (auto& [id, sink] : o.sinks) sinks.push_back(sink);
+      for (auto& [id, j] : o.joining) sinks.push_back(j.sink);
     }
   }
   for (auto& s : sinks) s->OnDrain();
@@ -128,7 +130,7 @@ void LockObservers::MaybeForget(const std::string& segment) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   const Observed& o = it->second;
-  if (o.sinks.empty() && !o.children_watch && !o.exists_watch && o.data_watched.empty() &&
+  if (!Watched(o) && !o.children_watch && !o.exists_watch && o.data_watched.empty() &&
       o.reading == 0) {
     locks_.erase(it);
   }
@@ -192,7 +194,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
                 if (o == nullptr) return;
                 if (code != ZkCode::kOk && code != ZkCode::kNoNode) o->exists_watch = false;
                 // Created between the listing and this: read it.
-                if (code == ZkCode::kOk && !o->sinks.empty()) Read(o, &later);
+                if (code == ZkCode::kOk && Watched(*o)) Read(o, &later);
                 MaybeForget(segment);
               }
               RunAll(&later);
@@ -204,7 +206,9 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
       Publish(o, std::move(s), &later);
       FinishRead(o, &later);
     } else if (code != ZkCode::kOk) {
-      if (o->last && o->last->known) {
+      // Unknown: told (once) to observers that knew the state, and to
+      // joining ones, which get it as their first.
+      if (!o->last || o->last->known) {
         auto s = std::make_shared<LockSnapshot>();
         s->name = o->name;
         s->message = absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code));
@@ -347,8 +351,19 @@ void LockObservers::Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
 }
 
 void LockObservers::FinishRead(Observed* o, std::vector<std::function<void()>>* later) {
+  const uint64_t done = o->reading;
   o->reading = 0;
-  if (o->read_wanted && !o->sinks.empty()) {
+  // Joining observers this read was made for get its state first.
+  for (auto it = o->joining.begin(); it != o->joining.end();) {
+    if (it->second.after_read >= done || !o->last) {
+      ++it;
+      continue;
+    }
+    later->push_back([sink = it->second.sink, last = o->last] { sink->OnState(last); });
+    o->sinks.emplace(it->first, std::move(it->second.sink));
+    it = o->joining.erase(it);
+  }
+  if (o->read_wanted && Watched(*o)) {
     o->read_wanted = false;
     Read(o, later);
   } else {
@@ -367,7 +382,7 @@ void LockObservers::OnWatch(const std::string& segment, uint64_t epoch, int whic
     if (which == kChildren) o->children_watch = false;
     if (which == kExists) o->exists_watch = false;
     if (which == kData) o->data_watched.erase(node);
-    if (o->sinks.empty()) {
+    if (!Watched(*o)) {
       MaybeForget(segment);
       return;
     }
@@ -384,7 +399,7 @@ void LockObservers::OnSessionEvent(size_t index, SessionEvent e) {
     for (auto& [segment, o] : locks_) {
       if (o.session != index) continue;
       if (e == SessionEvent::kConnected) {
-        if (!o.sinks.empty()) Read(&o, &later);
+        if (Watched(o)) Read(&o, &later);
         continue;
       }
       if (e == SessionEvent::kExpired) {

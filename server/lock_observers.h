@@ -75,8 +75,9 @@ class LockObservers {
   LockObservers& operator=(const LockObservers&) = delete;
 
   // Starts observing `name` (INVALID_ARGUMENT for a bad name, UNAVAILABLE
-  // while draining). The sink gets the current state as soon as it is
-  // known. Returns the id for Stop.
+  // while draining). The sink's first state comes from a read of the lock
+  // started after this call (never a cached one from before), then one
+  // after every change. Returns the id for Stop.
   absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink);
   void Stop(uint64_t id);
   // SIGTERM: every observer is told to end; new ones are refused.
@@ -89,6 +90,14 @@ class LockObservers {
     std::string name, segment, lock_path;
     size_t session = 0;
     std::map<uint64_t, std::shared_ptr<ObserveSink>> sinks;
+    // New observers, until a read that started after they came completes
+    // (their first state is never the cache from before their call): by
+    // id, with the last read id started before they came.
+    struct Joining {
+      std::shared_ptr<ObserveSink> sink;
+      uint64_t after_read = 0;
+    };
+    std::map<uint64_t, Joining> joining;
     std::shared_ptr<const LockSnapshot> last;
     uint64_t reading = 0;  // the read in flight (0: none)
     bool read_wanted = false;
@@ -108,6 +117,8 @@ class LockObservers {
   void Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
                std::vector<std::function<void()>>* later);
   void FinishRead(Observed* o, std::vector<std::function<void()>>* later);
+  // Observers, joining ones included.
+  static bool Watched(const Observed& o) { return !o.sinks.empty() || !o.joining.empty(); }
   // Drops an entry with no observers and no watch armed.
   void MaybeForget(const std::string& segment);
   Observed* Find(const std::string& segment, uint64_t epoch);

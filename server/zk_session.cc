@@ -31,10 +31,12 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -249,7 +251,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kGetData;
     ctx->data = std::move(done);
-    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
+    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher), path);
     uint64_t wid = ctx->watcher_id;
     Issue(ctx, [=](zhandle_t* zh) {
       return zoo_awget(zh, path.c_str(),
@@ -270,8 +272,9 @@ class ZkClientSession final : public ZkSession {
       // the hard way: passing a pointer to a function pointer crashes).
       auto* done = reinterpret_cast<void_completion_t*>(&ZkClientSession::OnWatchRemoved);
       // ZNOWATCHER (it fired, or the session that set it is gone) is fine:
-      // nothing is left either way.
-      if (only_watcher) {
+      // nothing is left either way. The caller knows its own watchers; this
+      // session also knows the others' (an observer's on a holder's node).
+      if (only_watcher && !Watches().WatchesData(this, path)) {
         // REMOVE_WATCHES: the server drops the path's data watch of this session.
         zoo_aremove_all_watches(zh_, path.c_str(), ZWATCHTYPE_DATA, 0, done, nullptr);
       } else {
@@ -345,7 +348,7 @@ class ZkClientSession final : public ZkSession {
     auto* ctx = new CallContext{this, 0};
     ctx->op = ZkOp::kExists;
     ctx->stat = std::move(done);
-    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher));
+    if (watcher) ctx->watcher_id = Watches().Add(this, std::move(watcher), path);
     ctx->keeps_watch_on_no_node = true;
     const uint64_t wid = ctx->watcher_id;
     Issue(ctx, [=](zhandle_t* zh) {
@@ -518,12 +521,17 @@ class ZkClientSession final : public ZkSession {
   }
 
   // Process-wide, so the C watcher function finds a watcher by id alone.
+  // Also counts each session's live data watchers per path (GetData and
+  // ExistsWatch; `data_path` empty for children watches): RemoveWatch must
+  // not take the server's watch from under another watcher of the same
+  // session and path, e.g. an observer's (LockObservers) beside the engine's.
   class WatchRegistry {
    public:
-    uint64_t Add(ZkClientSession* owner, Watcher w) {
+    uint64_t Add(ZkClientSession* owner, Watcher w, const std::string& data_path = {}) {
       std::lock_guard<std::mutex> l(mu_);
       uint64_t id = ++next_id_;
-      entries_.emplace(id, Entry{owner, std::move(w)});
+      entries_.emplace(id, Entry{owner, std::move(w), data_path});
+      if (!data_path.empty()) ++data_paths_[{owner, data_path}];
       return id;
     }
     Watcher Take(uint64_t id, ZkClientSession** owner) {
@@ -532,28 +540,44 @@ class ZkClientSession final : public ZkSession {
       if (it == entries_.end()) return nullptr;
       *owner = it->second.owner;
       Watcher w = std::move(it->second.watcher);
-      entries_.erase(it);
+      EraseLocked(it);
       return w;
     }
     void Drop(uint64_t id) {
       std::lock_guard<std::mutex> l(mu_);
-      entries_.erase(id);
+      auto it = entries_.find(id);
+      if (it != entries_.end()) EraseLocked(it);
     }
     void DropAll(ZkClientSession* owner) {
       std::lock_guard<std::mutex> l(mu_);
       for (auto it = entries_.begin(); it != entries_.end();) {
-        it = it->second.owner == owner ? entries_.erase(it) : std::next(it);
+        it = it->second.owner == owner ? EraseLocked(it) : std::next(it);
       }
+    }
+    // Whether `owner` has a live data watcher on `path`.
+    bool WatchesData(ZkClientSession* owner, const std::string& path) {
+      std::lock_guard<std::mutex> l(mu_);
+      return data_paths_.count({owner, path}) > 0;
     }
 
    private:
     struct Entry {
       ZkClientSession* owner;
       Watcher watcher;
+      std::string data_path;
     };
+    using Entries = std::unordered_map<uint64_t, Entry>;
+    Entries::iterator EraseLocked(Entries::iterator it) {
+      if (!it->second.data_path.empty()) {
+        auto p = data_paths_.find({it->second.owner, it->second.data_path});
+        if (p != data_paths_.end() && --p->second <= 0) data_paths_.erase(p);
+      }
+      return entries_.erase(it);
+    }
     std::mutex mu_;
-    uint64_t next_id_ = 0;                           // GUARDED_BY(mu_)
-    std::unordered_map<uint64_t, Entry> entries_;    // GUARDED_BY(mu_)
+    uint64_t next_id_ = 0;                                   // GUARDED_BY(mu_)
+    Entries entries_;                                        // GUARDED_BY(mu_)
+    std::map<std::pair<ZkClientSession*, std::string>, int> data_paths_;  // GUARDED_BY(mu_)
   };
   static WatchRegistry& Watches() {
     static WatchRegistry* r = new WatchRegistry();

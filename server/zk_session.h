@@ -137,9 +137,11 @@ class ZkSession {
   virtual uint64_t GetData(const std::string& path, Watcher watcher,
                            DataCallback done) = 0;
   // Removes a watch left by GetData: its watcher is never called and it is
-  // not re-sent on reconnect. With `only_watcher` (no other watch of this
-  // session is on `path`) the server drops its watch too; otherwise the
-  // server keeps one for the others. Harmless if it already fired.
+  // not re-sent on reconnect. With `only_watcher` (the caller knows no
+  // other watch of this session on `path`) the server drops its watch too,
+  // unless the session itself still has another data watcher there (one
+  // the caller cannot see, e.g. an observer's); otherwise the server keeps
+  // one for the others. Harmless if it already fired.
   virtual void RemoveWatch(const std::string& path, uint64_t key, bool only_watcher) = 0;
   virtual void SetData(const std::string& path, const std::string& data,
                        int32_t version, StatCallback done) = 0;

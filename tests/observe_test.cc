@@ -289,6 +289,74 @@ TEST_F(ObserveTest, ProclaimChangesTheValueAndRefusesStaleTokensAndGoneLeases) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
 }
 
+// A waiter that gives up on the observer's replica drops its watch on the
+// holder's node. The observer watches that node too, on the same ZooKeeper
+// session: its watch must survive (the engine cannot see it, the session
+// can), or a Proclaim made later is never seen there.
+TEST_F(ObserveTest, AWaiterGivingUpKeepsTheObserversWatchOnTheHolder) {
+  const std::string name = "shared-watch";
+  AcquireStream leader(s2_.get(), Candidate(name, "leader", "one"));
+  auto acq = leader.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acq);
+  const std::string lease = acq->acquired().lease_id();
+  const uint64_t token = acq->acquired().fencing_token();
+  ObserveStream watcher(s1_.get(), name);
+  ASSERT_TRUE(watcher.AwaitEvent([&](const ObserveEvent& e) { return LeaderIs(e, token); }));
+  for (int round = 0; round < 3; ++round) {
+    AcquireStream waiter(s1_.get(), OpenMsg(name, milliseconds(200), "impatient"));
+    auto queued = watcher.AwaitEvent([&](const ObserveEvent& e) {
+      return LeaderIs(e, token) && e.waiters() == 1;
+    }, watcher.size() - 1);
+    ASSERT_TRUE(queued);
+    auto end = waiter.AwaitEnd();
+    ASSERT_TRUE(end);
+    EXPECT_EQ(end->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << end->error_message();
+    ASSERT_TRUE(watcher.AwaitEvent([&](const ObserveEvent& e) {
+      return LeaderIs(e, token) && e.waiters() == 0;
+    }, *queued + 1));
+  }
+  // The observer saw the last waiter leave: its read, on the replica's
+  // session, came after that waiter's watch removal (one session's requests
+  // are served in order), so the removal is done before the Proclaim.
+  const size_t from = watcher.size();
+  grpc::Status s = Proclaim(s2_.get(), lease, token, {{"value", "two"}});
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(watcher.AwaitEvent([&](const ObserveEvent& e) {
+    return LeaderIs(e, token) && e.holders(0).metadata().at("value") == "two";
+  }, from, milliseconds(10000))) << "the observer's watch on the holder was removed with the waiter's";
+  leader.SendRelease();
+  ASSERT_TRUE(leader.Await(AcquireEvent::RELEASED));
+}
+
+// A new observer's first state comes from a read made after it called:
+// never the replica's cached state from before a change that was complete
+// when Observe was called (here: a release through the other replica,
+// confirmed to its holder), which the replica's other observers may not
+// have heard of yet.
+TEST_F(ObserveTest, ANewObserversFirstStateIsNeverOlderThanItsCall) {
+  const std::string name = "fresh-first";
+  ObserveStream old_hand(s1_.get(), name);  // keeps the replica's cache warm
+  ASSERT_TRUE(old_hand.AwaitEvent(NoLeader));
+  int stale = 0;
+  for (int round = 0; round < 30; ++round) {
+    AcquireStream holder(s2_.get(), Candidate(name, "h", absl::StrCat("v", round)));
+    auto acq = holder.Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(acq);
+    const uint64_t token = acq->acquired().fencing_token();
+    ASSERT_TRUE(old_hand.AwaitEvent([&](const ObserveEvent& e) { return LeaderIs(e, token); },
+                                    old_hand.size() - 1));
+    holder.SendRelease();
+    ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+    ObserveStream fresh(s1_.get(), name);
+    auto first = fresh.AwaitEvent([](const ObserveEvent&) { return true; });
+    ASSERT_TRUE(first);
+    const ObserveEvent e = fresh.events()[*first].event;
+    if (!NoLeader(e)) ++stale;
+    ASSERT_TRUE(old_hand.AwaitEvent(NoLeader, old_hand.size() - 1));
+  }
+  EXPECT_EQ(stale, 0) << "first states older than the call, of 30";
+}
+
 // A lock nobody holds is observed as empty; its creation later is seen
 // (the existence watch), as is every later change; the waiter count too.
 TEST_F(ObserveTest, AnEmptyLockIsObservedAndItsFirstHolderSeen) {
@@ -367,13 +435,25 @@ TEST_F(ObserveTest, AZooKeeperRestartIsToldAsUnknownThenCurrent) {
   ASSERT_TRUE(watcher.AwaitEvent(
       [&](const ObserveEvent& e) { return LeaderIs(e, acq->acquired().fencing_token()); }));
   ASSERT_TRUE((*server)->Stop().ok());
-  auto unknown = watcher.AwaitEvent(
-      [](const ObserveEvent& e) { return e.state() == ObserveEvent::UNKNOWN; });
+  auto is_unknown = [](const ObserveEvent& e) { return e.state() == ObserveEvent::UNKNOWN; };
+  auto unknown = watcher.AwaitEvent(is_unknown);
   ASSERT_TRUE(unknown);
+  // Observers that come during the outage (of this lock, and of one never
+  // observed here) are told UNKNOWN first, not made to wait for ZooKeeper.
+  ObserveStream late(xs.get(), "restart");
+  ObserveStream other(xs.get(), "never-seen");
+  for (ObserveStream* o : {&late, &other}) {
+    auto first = o->AwaitEvent([](const ObserveEvent&) { return true; });
+    ASSERT_TRUE(first);
+    EXPECT_TRUE(is_unknown(o->events()[*first].event)) << o->events()[*first].event.DebugString();
+  }
   ASSERT_TRUE((*server)->Restart().ok());
-  ASSERT_TRUE(watcher.AwaitEvent(
-      [&](const ObserveEvent& e) { return LeaderIs(e, acq->acquired().fencing_token()); },
-      *unknown, milliseconds(30000)));
+  for (ObserveStream* o : {&watcher, &late}) {
+    ASSERT_TRUE(o->AwaitEvent(
+        [&](const ObserveEvent& e) { return LeaderIs(e, acq->acquired().fencing_token()); },
+        o == &watcher ? *unknown : 0, milliseconds(30000)));
+  }
+  ASSERT_TRUE(other.AwaitEvent(NoLeader, 0, milliseconds(30000)));
 }
 
 // A draining replica ends its observers' streams with UNAVAILABLE, and bad

@@ -436,11 +436,13 @@ func TestLiveResignHandsLeadershipOnInOrder(t *testing.T) {
 	// explained: a missed Observe notification in the server, or the Go
 	// observer's de-duplication). Kept here to be investigated; the
 	// server's own Observe tests (observe_test, cli_test) pass.
-	t.Skip("flaky: the observer sometimes misses the second leader; under investigation")
+	if os.Getenv("TURNSTILE_LIVE_FLAKY") == "" {
+		t.Skip("flaky: the observer sometimes misses the second leader; under investigation")
+	}
 	a, b, _ := live(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	const name = "live/handover"
+	name := fmt.Sprintf("live/handover-%d", time.Now().UnixNano()) // fresh with -count N
 	obs := a.ObserveLeader(ctx, name)
 	e1 := a.NewElection(name, CandidateOwner("first"))
 	e2 := b.NewElection(name, CandidateOwner("second"))
@@ -475,6 +477,11 @@ func TestLiveResignHandsLeadershipOnInOrder(t *testing.T) {
 	see := func(want string) {
 		for len(order) == 0 || order[len(order)-1] != want {
 			ev := nextLeader(t, obs)
+			if ev.Leader != nil {
+				t.Logf("event unknown=%v leader=%s/%d", ev.Unknown, ev.Leader.Value, ev.Leader.FencingToken)
+			} else {
+				t.Logf("event unknown=%v no leader", ev.Unknown)
+			}
 			if ev.Unknown || ev.Leader == nil {
 				continue
 			}
