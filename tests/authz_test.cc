@@ -83,6 +83,27 @@ const std::map<std::string, std::map<std::string, std::set<std::string>>>& Expec
   return *m;
 }
 
+// Rewrites `file` in place with `text` (of the file's size) and puts its
+// mtime back: a poller that looks at stat cannot tell, only SIGHUP can.
+::testing::AssertionResult RewriteKeepingStat(const std::string& file, const std::string& text) {
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0) return ::testing::AssertionFailure() << "stat " << file;
+  if (static_cast<size_t>(st.st_size) != text.size()) {
+    return ::testing::AssertionFailure() << file << ": " << st.st_size << " bytes, not "
+                                         << text.size();
+  }
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << text;
+  }
+  const struct timespec times[2] = {st.st_atim, st.st_mtim};
+  if (utimensat(AT_FDCWD, file.c_str(), times, 0) != 0) {
+    return ::testing::AssertionFailure() << "utimensat " << file;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class AuthzTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -145,14 +166,20 @@ class AuthzTest : public ::testing::Test {
 
   // A turnstiled process with mutual TLS and `policy`; its stderr (the
   // audit log) is read with its stdout. Its address, "" if it did not start.
+  // `tls`: the certificate, key and client CA files (default: the
+  // fixture's server pair and CA).
   std::string SpawnTlsReplica(const std::string& policy, std::unique_ptr<ChildProcess>* p,
-                              const std::string& extra_flags = "") {
+                              const std::string& extra_flags = "",
+                              const client::TlsFiles& tls = {}) {
+    const std::string cert = tls.cert_file.empty() ? server_.cert : tls.cert_file;
+    const std::string key = tls.key_file.empty() ? server_.key : tls.key_file;
+    const std::string ca = tls.ca_file.empty() ? pki_.ca_file() : tls.ca_file;
     *p = ChildProcess::Spawn(
         {"/bin/sh", "-c",
          absl::StrCat("exec '", TestBinary("turnstiled"), "' --listen 127.0.0.1:0 --log-level error "
                       "--metrics-listen '' --zk '", connect_, "' --zk-root '", UniqueRoot("proc"),
-                      "' --tls-cert-file '", server_.cert, "' --tls-key-file '", server_.key,
-                      "' --tls-client-ca-file '", pki_.ca_file(), "' --authz-file '", policy,
+                      "' --tls-cert-file '", cert, "' --tls-key-file '", key,
+                      "' --tls-client-ca-file '", ca, "' --authz-file '", policy,
                       "' ", extra_flags, " 2>&1")});
     if (!*p) return "";
     auto line = (*p)->AwaitLine("turnstiled ", milliseconds(20000));  // "turnstiled <id> listening on"
@@ -552,15 +579,7 @@ TEST_F(AuthzTest, SighupReloadsThePolicyOfATurnstiledProcess) {
   };
   ASSERT_TRUE(WaitFor([&] { return list() == grpc::StatusCode::OK; }, milliseconds(20000)));
 
-  struct stat st {};
-  ASSERT_EQ(stat(file.c_str(), &st), 0);
-  {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(0);
-    f << after;
-  }
-  const struct timespec times[2] = {st.st_atim, st.st_mtim};
-  ASSERT_EQ(utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  ASSERT_TRUE(RewriteKeepingStat(file, after));
   p->Signal(SIGHUP);
   auto said = p->AwaitLine("turnstiled: SIGHUP", milliseconds(10000));
   ASSERT_TRUE(said);
@@ -875,15 +894,7 @@ TEST_F(AuthzTest, RevokedClientCertificatesAreRefusedAndTheCrlReloads) {
   ASSERT_EQ(std::rename((crl + ".new").c_str(), crl.c_str()), 0);  // padding only: same CRL
   ASSERT_TRUE(WaitFor([&] { return code(api.get()) == grpc::StatusCode::UNAUTHENTICATED; },
                       milliseconds(10000)));
-  struct stat st {};
-  ASSERT_EQ(stat(crl.c_str(), &st), 0);
-  {
-    std::fstream f(crl, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(0);
-    f << b;
-  }
-  const struct timespec times[2] = {st.st_atim, st.st_mtim};
-  ASSERT_EQ(utimensat(AT_FDCWD, crl.c_str(), times, 0), 0);
+  ASSERT_TRUE(RewriteKeepingStat(crl, b));
   p->Signal(SIGHUP);
   auto said = p->AwaitLine("turnstiled: SIGHUP", milliseconds(10000));
   ASSERT_TRUE(said);
@@ -1081,6 +1092,101 @@ TEST_F(AuthzTest, CertificatesRotateWithoutARestartOrADisturbedHold) {
   EXPECT_FALSE(waiter.Next(milliseconds(0)));
   waiter.SendRelease();
   EXPECT_TRUE(waiter.Await(AcquireEvent::RELEASED));
+}
+
+// Issue 24: the TLS files as a Kubernetes Secret volume lays them out
+// (tls.crt -> ..data/tls.crt, ..data -> a timestamped directory): a renewal
+// swaps the ..data symlink, and the files the replica was given never
+// change themselves. A turnstiled process picks the swap up by itself;
+// a pair rewritten in place with its size and mtime kept is picked up
+// only on SIGHUP, which says so.
+TEST_F(AuthzTest, CertificatesReloadThroughASecretSymlinkSwapAndOnSighup) {
+  const std::string secret = pki_.dir() + "/secret";
+  ASSERT_EQ(mkdir(secret.c_str(), 0700), 0);
+  constexpr size_t kPadded = 8192;  // PEM allows text after the block
+  auto padded = [&](const std::string& file) {
+    std::string text = ReadFile(file);
+    EXPECT_LT(text.size(), kPadded);
+    text.resize(kPadded, '\n');
+    return text;
+  };
+  // One version of the Secret: a directory with the three files.
+  auto version = [&](const std::string& name, const TestPki::Files& pair,
+                     const std::vector<std::string>& cas) {
+    const std::string dir = secret + "/" + name;
+    EXPECT_EQ(mkdir(dir.c_str(), 0700), 0);
+    std::ofstream(dir + "/tls.crt") << padded(pair.cert);
+    std::ofstream(dir + "/tls.key") << padded(pair.key);
+    std::string bundle;
+    for (const auto& ca : cas) bundle += ReadFile(ca);
+    std::ofstream(dir + "/ca.crt") << bundle;
+  };
+  // What the kubelet does: a new symlink renamed over ..data.
+  auto point_data_at = [&](const std::string& name) {
+    const std::string tmp = secret + "/..data_tmp";
+    ASSERT_EQ(symlink(name.c_str(), tmp.c_str()), 0);
+    ASSERT_EQ(std::rename(tmp.c_str(), (secret + "/..data").c_str()), 0);
+  };
+  version("..2026_11_01", server_, {pki_.ca_file()});
+  point_data_at("..2026_11_01");
+  for (const char* f : {"tls.crt", "tls.key", "ca.crt"}) {
+    ASSERT_EQ(symlink((std::string("..data/") + f).c_str(), (secret + "/" + f).c_str()), 0);
+  }
+  std::unique_ptr<ChildProcess> p;
+  const std::string address = SpawnTlsReplica(
+      policy_file_, &p, "", {secret + "/ca.crt", secret + "/tls.crt", secret + "/tls.key"});
+  ASSERT_FALSE(address.empty());
+  auto describe_ok = [&](const client::TlsFiles& files) {
+    v1::DescribeResponse d;
+    return Describe(StubWith(files, address).get(), "rot/secret", &d).error_code() ==
+           grpc::StatusCode::NOT_FOUND;  // authorized; nobody holds it
+  };
+  const auto& admin = Client(kAdmin);
+  ASSERT_TRUE(describe_ok({pki_.ca_file(), admin.cert, admin.key}));
+  AcquireStream holder(StubAt(address, kAdmin).get(), Open("rot/held", milliseconds(10000)));
+  auto held = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(held);
+
+  // The renewal: a new CA's server certificate, both CAs trusted.
+  const std::string ca2 = pki_.AddCa("ca2");
+  CertSpec spec;
+  spec.cn = "replica";
+  spec.san = "DNS:localhost,IP:127.0.0.1";
+  spec.issuer = "ca2";
+  const auto s2 = pki_.Issue("server2", spec);
+  const auto& admin2 = Client(kAdmin, "ca2");
+  const client::TlsFiles trusts_ca2 = {ca2, admin2.cert, admin2.key};
+  EXPECT_FALSE(describe_ok(trusts_ca2)) << "the new pair is in force before the swap";
+  version("..2026_11_02", s2, {pki_.ca_file(), ca2});
+  point_data_at("..2026_11_02");
+  ASSERT_TRUE(WaitFor([&] { return describe_ok(trusts_ca2); }, milliseconds(20000)))
+      << "the symlink swap was not picked up";
+  EXPECT_FALSE(describe_ok({pki_.ca_file(), admin.cert, admin.key}))
+      << "new connections still get the old certificate";
+
+  // In place, size and mtime kept: the poller cannot tell; SIGHUP can.
+  pki_.AddCa("ca3");
+  spec.issuer = "ca3";
+  const auto s3 = pki_.Issue("server3", spec);
+  const client::TlsFiles trusts_ca3 = {pki_.ca_file("ca3"), admin2.cert, admin2.key};
+  const std::string dir2 = secret + "/..2026_11_02";
+  for (const auto& [file, from] : {std::pair{dir2 + "/tls.crt", s3.cert},
+                                   std::pair{dir2 + "/tls.key", s3.key}}) {
+    ASSERT_TRUE(RewriteKeepingStat(file, padded(from)));
+  }
+  p->Signal(SIGHUP);
+  auto said = p->AwaitLine("turnstiled: SIGHUP", milliseconds(10000));
+  ASSERT_TRUE(said);
+  EXPECT_NE(said->find("TLS certificate or client CA reloaded"), std::string::npos) << *said;
+  EXPECT_TRUE(WaitFor([&] { return describe_ok(trusts_ca3); }, milliseconds(20000)))
+      << "the pair reloaded on SIGHUP is not what new connections get";
+
+  // The hold made before both reloads is untouched and releases normally.
+  EXPECT_FALSE(holder.Next(milliseconds(0)));
+  holder.SendRelease();
+  EXPECT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  p->Signal(SIGTERM);
+  EXPECT_TRUE(p->Wait(milliseconds(20000)));
 }
 
 // Issue 19 (3): /metrics has no client authentication, so with a policy in
