@@ -1,0 +1,12 @@
+// Take-home consumer of the Node.js client, ES module: takes the lock
+// "take-home/node", prints its fencing token, releases it.
+import { Client } from 'turnstile-client';
+
+const client = new Client('127.0.0.1:7400');
+try {
+  const hold = await client.acquire('take-home/node', { waitTimeout: 30000 });
+  console.log(`fencing_token=${hold.fencingToken}`);
+  await hold.release();
+} finally {
+  client.close();
+}
