@@ -182,10 +182,20 @@ class AuthzTest : public ::testing::Test {
                       "' --tls-client-ca-file '", ca, "' --authz-file '", policy,
                       "' ", extra_flags, " 2>&1")});
     if (!*p) return "";
-    auto line = (*p)->AwaitLine("turnstiled ", milliseconds(20000));  // "turnstiled <id> listening on"
-    if (!line || line->find("listening on ") == std::string::npos) return "";
-    std::string address = line->substr(line->find("listening on ") + 13);
-    return address.substr(0, address.find(' '));
+    // SERVING (its ZooKeeper session up), not merely listening: before,
+    // Acquire answers UNAVAILABLE. Health needs a client certificate only.
+    const auto& probe = Client(kAdmin);
+    auto creds = client::MakeChannelCredentials({ca, probe.cert, probe.key});
+    if (!creds.ok()) {
+      ADD_FAILURE() << creds.status();
+      return "";
+    }
+    absl::StatusOr<std::string> address = AwaitReplicaServing(**p, *creds);
+    if (!address.ok()) {
+      ADD_FAILURE() << address.status();
+      return "";
+    }
+    return *address;
   }
 
   static v1::AcquireOpen Open(const std::string& name, milliseconds wait = milliseconds(0),

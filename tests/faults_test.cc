@@ -359,11 +359,10 @@ TEST_F(FaultsTest, TurnstiledFailsFastOnlyOnAMalformedConnectString) {
                                       "--metrics-listen", "", "--zk", "zk.turnstile-test.invalid:2181",
                                       "--log-level", "error"});
   ASSERT_TRUE(waiting);
-  auto line = waiting->AwaitLine("turnstiled", milliseconds(30000));
-  ASSERT_TRUE(line && line->find("listening on ") != std::string::npos);
-  std::string address = line->substr(line->find("listening on ") + 13);
-  address = address.substr(0, address.find(' '));
-  EXPECT_FALSE(IsServing(address));
+  // Listening, but never SERVING: its ZooKeeper cannot be reached.
+  absl::StatusOr<std::string> address = AwaitListeningAddress(*waiting);
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_FALSE(IsServing(*address));
   EXPECT_FALSE(waiting->Wait(milliseconds(0)).has_value()) << "must keep running";
   waiting->Signal(SIGTERM);
   EXPECT_EQ(waiting->Wait(milliseconds(20000)), 0);

@@ -547,29 +547,12 @@ TEST_F(LockServiceTest, TurnstiledRunsNoCallbackApiThreads) {
                     "' --listen 127.0.0.1:0 --metrics-listen '' --zk '", zk_connect_,
                     "' --zk-root '", UniqueRoot("onethread"), "' 2>&1")});
   ASSERT_TRUE(p);
-  auto line = p->AwaitLine("turnstiled ", milliseconds(20000));
-  ASSERT_TRUE(line) << "turnstiled did not start";
-  const std::string marker = " listening on ";
-  size_t at = line->find(marker);
-  ASSERT_NE(at, std::string::npos) << *line;
-  std::string address = line->substr(at + marker.size());
-  address = address.substr(0, address.find(' '));
-
   // The child inherits the test mode's TURNSTILE_TLS_* variables.
-  auto channel = grpc::CreateChannel(address, TestChannelCredentials());
+  absl::StatusOr<std::string> address = AwaitReplicaServing(*p);
+  ASSERT_TRUE(address.ok()) << address.status();
+  auto channel = grpc::CreateChannel(*address, TestChannelCredentials());
   auto stub = v1::LockService::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(2000));
-        grpc::health::v1::HealthCheckRequest req;
-        grpc::health::v1::HealthCheckResponse resp;
-        return stub && health->Check(&ctx, req, &resp).ok() &&
-               resp.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-      },
-      milliseconds(20000)))
-      << "never SERVING";
   {
     // An unknown health service is NOT_FOUND, as with gRPC's built-in one.
     grpc::ClientContext ctx;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cinttypes>
@@ -106,6 +107,20 @@ std::unique_ptr<Replica> StartReplica(const ReplicaConfig& config,
   Replica* raw = r->get();
   if (!WaitFor([raw] { return raw->engine().serving(); }, milliseconds(30000))) {
     ADD_FAILURE() << "replica never became serving";
+    return std::move(*r);
+  }
+  // The engine serves (Acquire no longer answers UNAVAILABLE); its health
+  // service learns it just after, on the event loop. Where this process
+  // can present what the replica requires (plaintext, or the mTLS suite's
+  // own configuration), wait for the gRPC health check to say SERVING too,
+  // so a test may check health at once. Replicas with a test's own TLS
+  // configuration are ready once the engine serves.
+  const MtlsSuite* m = Mtls();
+  const bool suite_tls = m != nullptr && config.tls_cert_file == m->suite.cert &&
+                         config.tls_client_ca_file == m->pki.ca_file();
+  if ((config.tls_cert_file.empty() || suite_tls) &&
+      !WaitFor([raw] { return IsServing(raw->address()); }, milliseconds(30000))) {
+    ADD_FAILURE() << "replica at " << raw->address() << " serves, but its health is not SERVING";
   }
   return std::move(*r);
 }
@@ -330,9 +345,9 @@ std::string SessionHex(int64_t id) {
   return buf;
 }
 
-bool IsServing(const std::string& address) {
+bool IsServing(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> creds) {
   auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(address, TestChannelCredentials()));
+      grpc::CreateChannel(address, creds ? creds : TestChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::health::v1::HealthCheckRequest req;  // service "": the whole server
@@ -468,13 +483,74 @@ std::optional<ReplicaProcess> SpawnReplicaProcess(const std::vector<std::string>
   ReplicaProcess r;
   r.process = ChildProcess::Spawn(argv);
   if (!r.process) return std::nullopt;
-  // "turnstiled <id> listening on <address> ..."
-  std::optional<std::string> line = r.process->AwaitLine("turnstiled", milliseconds(20000));
-  if (!line || line->find("listening on ") == std::string::npos) return std::nullopt;
-  r.address = line->substr(line->find("listening on ") + 13);
-  r.address = r.address.substr(0, r.address.find(' '));
-  if (!WaitFor([&] { return IsServing(r.address); }, milliseconds(20000))) return std::nullopt;
+  absl::StatusOr<std::string> address = AwaitReplicaServing(*r.process);
+  if (!address.ok()) {
+    ADD_FAILURE() << address.status();
+    return std::nullopt;
+  }
+  r.address = *address;
   return r;
+}
+
+absl::StatusOr<std::string> AwaitListeningAddress(ChildProcess& process, milliseconds timeout) {
+  // "turnstiled <version> listening on <address> (ZooKeeper ..., root ...)"
+  const std::string marker = " listening on ";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    std::optional<std::string> line;
+    if (left.count() > 0) line = process.AwaitLine("turnstiled ", left);
+    if (!line) {
+      std::optional<int> exit = process.Wait(milliseconds(0));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "turnstiled printed no \"listening on\" line within ", timeout.count(), " ms",
+          exit ? absl::StrCat(" (it exited: ", *exit, ")") : std::string()));
+    }
+    const size_t at = line->find(marker);
+    if (at == std::string::npos) continue;
+    std::string address = line->substr(at + marker.size());
+    return address.substr(0, address.find(' '));
+  }
+}
+
+absl::StatusOr<std::string> AwaitReplicaServing(ChildProcess& process,
+                                                std::shared_ptr<grpc::ChannelCredentials> creds,
+                                                milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  absl::StatusOr<std::string> address = AwaitListeningAddress(process, timeout);
+  if (!address.ok()) return address.status();
+  if (!creds) creds = TestChannelCredentials();
+  // One channel for every probe: it connects once, then each Check is one
+  // round trip.
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(*address, creds));
+  std::optional<int> exited;
+  const bool serving = WaitFor(
+      [&] {
+        // Each probe is bounded by 2 s and by what is left of `timeout`.
+        const auto left = std::max<std::chrono::steady_clock::duration>(
+            deadline - std::chrono::steady_clock::now(), milliseconds(1));
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::min<std::chrono::steady_clock::duration>(left, std::chrono::seconds(2)));
+        grpc::health::v1::HealthCheckRequest req;  // service "": readiness
+        grpc::health::v1::HealthCheckResponse resp;
+        if (health->Check(&ctx, req, &resp).ok() &&
+            resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+          return true;
+        }
+        exited = process.Wait(milliseconds(0));
+        return exited.has_value();
+      },
+      std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()));
+  if (exited) {
+    return absl::UnavailableError(
+        absl::StrCat("turnstiled at ", *address, " exited (", *exited, ") before SERVING"));
+  }
+  if (!serving) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "turnstiled at ", *address, " not SERVING within ", timeout.count(), " ms"));
+  }
+  return address;
 }
 
 absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& target) {

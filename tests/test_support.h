@@ -131,8 +131,11 @@ bool ExpireReplicaSession(const std::string& connect, Replica& replica, size_t s
 // A session id as ZooKeeper's four-letter words print it ("0x1000a2c9e0000").
 std::string SessionHex(int64_t id);
 
-// Health of a replica as its gRPC health service reports it.
-bool IsServing(const std::string& address);
+// Health of a replica as its gRPC health service reports it (service "":
+// readiness, SERVING only while its ZooKeeper sessions are up). Without
+// `creds`, TestChannelCredentials().
+bool IsServing(const std::string& address,
+               std::shared_ptr<grpc::ChannelCredentials> creds = nullptr);
 
 }  // namespace turnstile::testing
 
@@ -192,5 +195,22 @@ struct ReplicaProcess {
 // `args`: flags after "--listen 127.0.0.1:0 --log-level error", e.g.
 // {"--zk", connect, "--zk-root", root, "--zk-session-timeout", "2s"}.
 std::optional<ReplicaProcess> SpawnReplicaProcess(const std::vector<std::string>& args);
+
+// Readiness of a turnstiled process a test started itself. A replica prints
+// "turnstiled <version> listening on <address> ..." as soon as its port is
+// bound, but it answers UNAVAILABLE until its ZooKeeper sessions connect:
+// listening is not serving. Every test that starts a turnstiled process
+// calls AwaitReplicaServing (SpawnReplicaProcess does) before its first call.
+//
+// The address from the "listening on" line (other lines before it are
+// skipped), or an error if none comes within `timeout`.
+absl::StatusOr<std::string> AwaitListeningAddress(ChildProcess& process,
+                                                  milliseconds timeout = milliseconds(30000));
+// AwaitListeningAddress, then polls the gRPC health check (with `creds`;
+// without, TestChannelCredentials()) until it says SERVING. An error if the
+// process exits or `timeout` (for both) passes first.
+absl::StatusOr<std::string> AwaitReplicaServing(
+    ChildProcess& process, std::shared_ptr<grpc::ChannelCredentials> creds = nullptr,
+    milliseconds timeout = milliseconds(30000));
 
 }  // namespace turnstile::testing
