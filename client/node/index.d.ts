@@ -212,7 +212,7 @@ export declare class Client {
   close(): void;
 }
 
-// ---- Election, Observe, multi-lock (issue 23) ----------------------------------
+// ---- Election, Observe, multi-lock -------------------------------------------
 
 export interface Leader {
   /** metadata.value (the election convention), null if the holder has none. */
