@@ -1,9 +1,18 @@
 #!/bin/sh
-# Builds the Java client library, its conformance runner and its unit tests:
+# Builds the Java client library, its jars, its conformance runner and its
+# unit tests:
 #   client/java/build.sh OUTDIR
-# OUTDIR/classes       the library (io.turnstile.client), the generated
-#                      turnstile.v1 stubs and io.turnstile.conformance.Runner
+# OUTDIR/turnstile-client-VERSION.jar          the library: io.turnstile.client,
+#                      the generated turnstile.v1 stubs and the ALPN helper
+#                      io.netty.handler.ssl.TurnstileJdkAlpn (what a user's
+#                      project puts on its class path; see README.md)
+# OUTDIR/turnstile-client-VERSION-sources.jar  its sources (for IDEs)
+# OUTDIR/classes       the library plus io.turnstile.example.Example and
+#                      io.turnstile.conformance.Runner (the conformance
+#                      harness runs these; they are not in the jars)
 # OUTDIR/test-classes  the JUnit 5 tests (run them with run-tests.sh)
+# OUTDIR/classpath.txt the Debian jars the library needs (classpath.sh)
+# VERSION is pom.xml's <version>, the one place it is set.
 # Needs Debian's libgrpc-java, protobuf-compiler-grpc-java-plugin,
 # libprotobuf-java, junit5 (see deploy/debian-packages.txt) and a JDK (17).
 set -eu
@@ -12,6 +21,10 @@ TOP=$(cd "$HERE/../.." && pwd)
 OUT=${1:?usage: build.sh OUTDIR}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# The project's own <version>: the first one after <artifactId>turnstile-client.
+VERSION=$(sed -n '/<artifactId>turnstile-client<\/artifactId>/,/<version>/s:.*<version>\(.*\)</version>.*:\1:p' \
+  "$HERE/pom.xml" | head -n 1)
+[ -n "$VERSION" ] || { echo "build.sh: no <version> in $HERE/pom.xml" >&2; exit 1; }
 CP=$("$HERE/classpath.sh")
 rm -rf "$OUT/gen" "$OUT/classes.tmp" "$OUT/test-classes.tmp"
 mkdir -p "$OUT/gen" "$OUT/classes.tmp" "$OUT/test-classes.tmp"
@@ -31,3 +44,29 @@ rm -rf "$OUT/classes" "$OUT/test-classes"
 mv "$OUT/classes.tmp" "$OUT/classes"
 mv "$OUT/test-classes.tmp" "$OUT/test-classes"
 echo "$CP" > "$OUT/classpath.txt"
+
+# The jars: the library, without the example and the conformance runner.
+JAR=turnstile-client-$VERSION
+T="$OUT/jar.tmp"
+rm -rf "$T"
+mkdir -p "$T/classes/META-INF" "$T/sources/META-INF"
+(cd "$OUT/classes" && tar --exclude=./io/turnstile/example --exclude=./io/turnstile/conformance -cf - .) |
+  (cd "$T/classes" && tar -xf -)
+(cd "$OUT/gen" && tar -cf - .) | (cd "$T/sources" && tar -xf -)
+(cd "$HERE/src/main/java" && tar --exclude=./io/turnstile/example --exclude=./io/turnstile/conformance -cf - .) |
+  (cd "$T/sources" && tar -xf -)
+cp "$TOP/LICENSE" "$T/classes/META-INF/LICENSE"
+cp "$TOP/LICENSE" "$T/sources/META-INF/LICENSE"
+{
+  echo "Implementation-Title: turnstile-client"
+  echo "Implementation-Version: $VERSION"
+  echo "Implementation-Vendor-Id: io.turnstile"
+  echo "Bundle-License: Apache-2.0"
+} > "$T/MANIFEST.MF"
+# Every entry dated at the last commit: the same sources give the same jar.
+DATE=$(git -C "$TOP" log -1 --format=%cI 2>/dev/null || true)
+jar --create --file "$T/$JAR.jar" --manifest "$T/MANIFEST.MF" ${DATE:+--date "$DATE"} -C "$T/classes" .
+jar --create --file "$T/$JAR-sources.jar" --manifest "$T/MANIFEST.MF" ${DATE:+--date "$DATE"} -C "$T/sources" .
+rm -f "$OUT"/turnstile-client-*.jar
+mv "$T/$JAR.jar" "$T/$JAR-sources.jar" "$OUT/"
+rm -rf "$T"
