@@ -36,7 +36,9 @@ setup() {
   cp -r "$src/protos" "$tmp/protos"
   cp "$src/LICENSE" "$tmp/LICENSE"
   local tgz
-  tgz=$(cd "$tmp/client/node" && npm pack "${npm_flags[@]}" --pack-destination "$work" | tail -n 1)
+  # --ignore-scripts=false: the prepack script must run whatever npmrc says.
+  tgz=$(cd "$tmp/client/node" &&
+    npm pack "${npm_flags[@]}" --ignore-scripts=false --pack-destination "$work" | tail -n 1)
   [ -f "$work/$tgz" ] || { echo "node.sh: npm pack made no $work/$tgz" >&2; exit 1; }
   tar -tzf "$work/$tgz" | grep -x 'package/protos/turnstile/v1/lock.proto' >/dev/null ||
     { echo "node.sh: $tgz has no protos/turnstile/v1/lock.proto" >&2; exit 1; }
