@@ -258,7 +258,8 @@ def collect_blocks(root, readmes, expect):
     blocks, problems = [], []
     docs = [(p, os.path.relpath(os.path.abspath(p), root) if os.path.abspath(p).startswith(root + os.sep)
              else p) for p in readmes] if readmes else \
-        [(os.path.join(root, d), d) for d in tracked_docs(root)]
+        [(os.path.join(root, d), d) for d in sorted(set(tracked_docs(root)) | set(
+            d for d, _, _ in EXPECTED_DOCS if expect and os.path.isfile(os.path.join(root, d))))]
     firsts = {}
     for path, doc in docs:
         if not os.path.isfile(path):
@@ -514,7 +515,8 @@ def mode_consumers(ctx, stack, langs):
     for label, secs, token, res in rows:
         lang = label.split(" ")[0]
         s = ctx.setup.get(lang, {})
-        log("  %-28s %-10s %-9s %-22s %s" % (label, "%.1f s" % s.get("seconds", 0), secs, token, res))
+        setup = "%.1f s" % s["seconds"] if s.get("ok") else "FAIL"
+        log("  %-28s %-10s %-9s %-22s %s" % (label, setup, secs, token, res))
     return failures
 
 
@@ -607,7 +609,11 @@ def lint(root, readme=None, docs=None):
         if not links:
             problems.append("%s:%d: the contents list has no #links" % (readme, start + 1))
     # No issue numbers in any user document, by grep -rn as the issue says.
-    files = docs if docs is not None else [os.path.join(root, d) for d in tracked_docs(root)]
+    if docs is None:
+        docs = sorted(set(tracked_docs(root)) | set(
+            d for d, _, _ in EXPECTED_DOCS if os.path.isfile(os.path.join(root, d))))
+        docs = [os.path.join(root, d) for d in docs]
+    files = docs
     if files:
         r = subprocess.run(["grep", "-rniE", ISSUE_PATTERN] + files, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
@@ -812,7 +818,7 @@ def main():
             if args.mode in ("consumers", "all"):
                 failures += ["consumer " + f for f in mode_consumers(ctx, stack, [l for l in LANGS if l in langs])]
             if args.mode in ("docs", "all"):
-                failures += ["block " + f for f in mode_docs(ctx, stack, blocks, problems,
+                failures += ["docs " + f for f in mode_docs(ctx, stack, blocks, problems,
                                                              set(langs) | {"sh"})]
         finally:
             stack.stop()
