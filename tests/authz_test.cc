@@ -535,11 +535,10 @@ TEST_F(AuthzTest, CliAndPythonPresentTheirClientCertificates) {
   EXPECT_NE(anon.second.find("UNAUTHENTICATED"), std::string::npos) << anon.second;
 
   // Python: explicit tls_* arguments; the hold carries the identity.
-  setenv("TURNSTILE_PY_STUBS", PY_STUBS_DIR, 1);
   setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
   const std::string script = R"PY(
 import sys
-from turnstile_client import Client
+from turnstile import Client
 c = Client(sys.argv[1], tls_ca_file=sys.argv[2], tls_cert_file=sys.argv[3], tls_key_file=sys.argv[4])
 lock = c.acquire("payments/py", wait_timeout=0, owner="someone-else")
 print("HELD", flush=True)
@@ -547,7 +546,7 @@ import signal
 signal.pause()  # holds until the test's SIGTERM ends the process (and the stream)
 )PY";
   auto py = ChildProcess::Spawn({"/usr/bin/python3", "-c",
-                                 "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
+                                 "import sys; sys.path.insert(0, '" PY_PACKAGE_DIR "'); "
                                  "exec(sys.argv.pop(1))",
                                  script, address_, pki_.ca_file(), api.cert, api.key});
   ASSERT_TRUE(py);

@@ -28,7 +28,7 @@ add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/go/build.stamp
 add_custom_target(turnstile_go ALL DEPENDS ${CMAKE_BINARY_DIR}/go/build.stamp)
 
 add_custom_target(conformance_deps ALL DEPENDS conformance_runner_cpp turnstiled
-                  turnstile_python_stubs turnstile_go)
+                  turnstile_python_package turnstile_go)
 
 # The Go library's unit tests (watchdog timing with an injected clock,
 # option validation, retry backoff, an in-process fake LockService, mutual

@@ -26,9 +26,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "conformance"))
-sys.path.insert(0, os.path.join(TOP, "client", "python"))
 import harness  # noqa: E402
 
 WITHIN = 15.0  # seconds: the deadline of every wait for an event
@@ -44,7 +42,7 @@ def expect(cond, what):
 
 
 def code_of(fn):
-    from turnstile_client import TurnstileError
+    from turnstile import TurnstileError
     try:
         fn()
     except TurnstileError as e:
@@ -98,7 +96,7 @@ class Watcher:
 
 
 def is_leader(value, token=None):
-    from turnstile_client import LEADER
+    from turnstile import LEADER
     return lambda i: (i.kind == LEADER and i.leader.value == value
                       and (token is None or i.leader.fencing_token == token))
 
@@ -121,8 +119,8 @@ def check(fn):
 
 @check
 def campaign_observe_proclaim_and_stale_tokens(env):
-    from turnstile_client import NO_LEADER
-    from turnstile_election import Election
+    from turnstile import NO_LEADER
+    from turnstile import Election
     a, b = env["a"], env["b"]
     name = "el/basic"
     watcher = Watcher(b.observe(name))
@@ -171,8 +169,8 @@ def campaign_observe_proclaim_and_stale_tokens(env):
 
 @check
 def resign_hands_over_in_order(env):
-    from turnstile_client import NO_LEADER
-    from turnstile_election import Election
+    from turnstile import NO_LEADER
+    from turnstile import Election
     a, b, c = env["a"], env["b"], env["c"]
     name = "el/handover"
     log, log_mu = [], threading.Lock()
@@ -228,7 +226,7 @@ def resign_hands_over_in_order(env):
 
 @check
 def campaign_requeues_past_a_replicas_wait_limit(env):
-    from turnstile_election import Election
+    from turnstile import Election
     a, capped = env["a"], env["capped"]  # capped: --max-wait-timeout 1s
     name = "el/capped"
     holder = Election(a, name, owner="holder")
@@ -321,7 +319,7 @@ def acquire_all_never_deadlocks(env):
 
 @check
 def failed_acquire_all_leaves_nothing_held(env):
-    from turnstile_client import LOST
+    from turnstile import LOST
     a, b = env["a"], env["b"]
     blocker = b.acquire("mf/2", wait_timeout=0, owner="blocker")
     try:
@@ -353,8 +351,8 @@ def failed_acquire_all_leaves_nothing_held(env):
 @check
 def observer_reobserves_when_its_replica_drains(env):
     """Last: it stops replica 0."""
-    from turnstile_client import UNKNOWN, Client
-    from turnstile_election import Election
+    from turnstile import UNKNOWN, Client
+    from turnstile import Election
     name = "el/drain"
     el = Election(env["b"], name, owner="stays")       # held through replica 2
     term = el.campaign("v", timeout=WITHIN)
@@ -376,12 +374,13 @@ def observer_reobserves_when_its_replica_drains(env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--stubs", help="the generated Python stubs (default BUILD/python)")
+    ap.add_argument("--package", help="the import root of the package turnstile "
+                    "(default BUILD/python, where the CMake build assembles it)")
     ap.add_argument("-k", default="", help="run only checks whose name contains this")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
-    os.environ["TURNSTILE_PY_STUBS"] = os.path.abspath(args.stubs or os.path.join(build, "python"))
-    from turnstile_client import Client
+    sys.path.insert(0, os.path.abspath(args.package or os.path.join(build, "python")))
+    from turnstile import Client
     failed = 0
     started = time.monotonic()
     try:

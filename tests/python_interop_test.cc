@@ -1,6 +1,6 @@
-// Interop tests of the Python client (client/python/turnstile_client.py)
+// Interop tests of the Python client (the package turnstile, client/python)
 // against two in-process replicas on the shared ZooKeeper: Python contenders
-// (client/python/contend.py, child processes run with /usr/bin/python3 on the
+// (client/python/examples/contend.py, child processes run with /usr/bin/python3 on the
 // stubs generated into the build tree) and C++ contenders (raw gRPC Acquire
 // streams) take turns on one lock.
 #include <fcntl.h>
@@ -28,11 +28,11 @@
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
 
-#ifndef PY_STUBS_DIR
-#error "PY_STUBS_DIR must be defined (tests/python_tests.cmake)"
+#ifndef PY_PACKAGE_DIR
+#error "PY_PACKAGE_DIR must be defined (tests/python_tests.cmake)"
 #endif
-#ifndef PY_CLIENT_DIR
-#error "PY_CLIENT_DIR must be defined (tests/python_tests.cmake)"
+#ifndef PY_EXAMPLES_DIR
+#error "PY_EXAMPLES_DIR must be defined (tests/python_tests.cmake)"
 #endif
 #ifndef PYTHON3_PATH
 #define PYTHON3_PATH "/usr/bin/python3"
@@ -77,7 +77,7 @@ class PythonInteropTest : public ::testing::Test {
     s1_ = NewStub(r1_->address());
     s2_ = NewStub(r2_->address());
     // ChildProcess::Spawn passes `environ` to the children.
-    setenv("TURNSTILE_PY_STUBS", PY_STUBS_DIR, 1);
+    setenv("PYTHONPATH", PY_PACKAGE_DIR, 1);  // the package `turnstile` the build assembles
     setenv("PYTHONDONTWRITEBYTECODE", "1", 1);  // no __pycache__ in the source tree
     setenv("PYTHONUNBUFFERED", "1", 1);
     static std::atomic<int> n{0};
@@ -98,15 +98,14 @@ class PythonInteropTest : public ::testing::Test {
   static std::unique_ptr<ChildProcess> SpawnScript(const std::string& script,
                                                    const std::vector<std::string>& args) {
     std::vector<std::string> argv = {PYTHON3_PATH, "-c",
-                                     "import sys; sys.path.insert(0, '" PY_CLIENT_DIR "'); "
-                                     "exec(sys.argv.pop(1))",
+                                     "import sys; exec(sys.argv.pop(1))",
                                      script};
     argv.insert(argv.end(), args.begin(), args.end());
     return ChildProcess::Spawn(argv);
   }
 
   std::unique_ptr<ChildProcess> SpawnPython(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {PYTHON3_PATH, std::string(PY_CLIENT_DIR) + "/contend.py"};
+    std::vector<std::string> argv = {PYTHON3_PATH, std::string(PY_EXAMPLES_DIR) + "/contend.py"};
     argv.insert(argv.end(), args.begin(), args.end());
     return ChildProcess::Spawn(argv);
   }
@@ -306,7 +305,7 @@ TEST_F(PythonInteropTest, PythonTryOnceOnLockHeldByCppFailsWithFailedPreconditio
 TEST_F(PythonInteropTest, PythonClientDescribeListAndReleaseByLeaseId) {
   const std::string script = R"PY(
 import sys
-from turnstile_client import Client, TurnstileError
+from turnstile import Client, TurnstileError
 a, b = Client(sys.argv[1]), Client(sys.argv[2])
 lock = a.acquire("api/one", wait_timeout=10, owner="py-api", metadata={"k": "v"})
 assert lock.state == "held" and lock.fencing_token > 0 and lock.lease_id, lock
@@ -347,7 +346,7 @@ TEST_F(PythonInteropTest, PythonWaitSurvivesADrainingReplica) {
   ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
   const std::string script = R"PY(
 import sys
-from turnstile_client import Client
+from turnstile import Client
 # Two addresses, one certificate (mTLS mode); ignored over plaintext.
 c = Client(sys.argv[1], options=[("grpc.ssl_target_name_override", "localhost")])
 print("WAITING", flush=True)
@@ -389,7 +388,7 @@ TEST_F(PythonInteropTest, PythonSharedHoldBesideACppReader) {
   ASSERT_TRUE(reader.Await(AcquireEvent::ACQUIRED));
   const std::string script = R"PY(
 import sys
-from turnstile_client import Client, TurnstileError
+from turnstile import Client, TurnstileError
 c = Client(sys.argv[1])
 lock = c.acquire("py-books", wait_timeout=0, owner="py-reader", shared=True)
 print("SHARED", lock.state, lock.fencing_token, flush=True)
@@ -421,7 +420,7 @@ TEST_F(PythonInteropTest, PythonSemaphorePermitBesideACppHolder) {
   ASSERT_TRUE(cpp.Await(AcquireEvent::ACQUIRED));
   const std::string script = R"PY(
 import sys, time
-from turnstile_client import Client, TurnstileError
+from turnstile import Client, TurnstileError
 c = Client(sys.argv[1])
 lock = c.acquire("py-pool", wait_timeout=0, owner="py-permit", max_holders=2)
 print("PERMIT", lock.state, flush=True)
@@ -458,7 +457,7 @@ lock.release()
 TEST_F(PythonInteropTest, PythonHolderHearsRevokeAndLetsGo) {
   const std::string script = R"PY(
 import sys, threading
-from turnstile_client import Client
+from turnstile import Client
 c = Client(sys.argv[1])
 other = Client(sys.argv[2])
 asked = threading.Event()
@@ -498,7 +497,7 @@ say("GONE", other.revoke(lock.lease_id, reason="late"))
 TEST_F(PythonInteropTest, PythonLockDelay) {
   const std::string script = R"PY(
 import sys, time
-from turnstile_client import Client
+from turnstile import Client
 c = Client(sys.argv[1])
 other = Client(sys.argv[2])
 lock = c.acquire("py-delay", wait_timeout=30, lock_delay=1.5)
@@ -534,7 +533,7 @@ TEST_F(PythonInteropTest, PythonHolderOfAFrozenReplicaStopsBeforeTheLockMovesOn)
   const std::string address = proc->address;
   const std::string script = R"PY(
 import sys, time
-from turnstile_client import Client, SUSPENDED, LOST
+from turnstile import Client, SUSPENDED, LOST
 c = Client(sys.argv[1])
 lock = c.acquire("py-frozen", wait_timeout=30, owner="py-frozen")
 left = lock.valid_until - time.monotonic()

@@ -105,10 +105,9 @@ TEST_F(SecurityTest, TlsServesOnlyClientsThatTrustTheCertificate) {
   // The Python client with TLS credentials trusting the certificate sees the
   // holder; without them it gets UNAVAILABLE.
   const std::string py = absl::StrCat(
-      "TURNSTILE_PY_STUBS='", PY_STUBS_DIR, "' PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '\n"
+      "PYTHONPATH='", PY_PACKAGE_DIR, "' PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '\n"
       "import sys, grpc\n"
-      "sys.path.insert(0, \"", PY_CLIENT_DIR, "\")\n"
-      "from turnstile_client import Client, TurnstileError\n"
+      "from turnstile import Client, TurnstileError\n"
       "creds = grpc.ssl_channel_credentials(open(sys.argv[2], \"rb\").read())\n"
       "d = Client(sys.argv[1], credentials=creds).describe(\"tls-lock\")\n"
       "assert d.holders[0].owner == \"tls-owner\", d\n"

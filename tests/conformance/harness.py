@@ -248,8 +248,8 @@ def runner_argv(lang, build):
 def runner_env(lang, build):
     env = dict(os.environ)
     if lang == "python":
-        env["TURNSTILE_PY_STUBS"] = os.path.join(build, "python")
-        env["PYTHONPATH"] = os.path.join(TOP, "client", "python")
+        # The package `turnstile` as the CMake build assembles it.
+        env["PYTHONPATH"] = os.path.join(build, "python")
     if lang == "node":
         env["NODE_PATH"] = os.path.join(TOP, "client", "node", "node_modules")
     return env

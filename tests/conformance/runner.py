@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The conformance runner for the Python client library (issue 22).
 
-Reads commands (JSON lines) on stdin, drives client/python/turnstile_client
+Reads commands (JSON lines) on stdin, drives the package turnstile (client/python)
 and writes events (JSON lines) on stdout; the protocol is in
 tests/conformance/README.md. Each acquire runs on a thread of its own (the
 library's acquire blocks until the lock is held or the wait ends); a second
@@ -13,7 +13,7 @@ import sys
 import threading
 
 import grpc
-from turnstile_client import Client, TurnstileError
+from turnstile import Client, TurnstileError
 
 _out = threading.Lock()
 

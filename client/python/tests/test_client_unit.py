@@ -2,14 +2,14 @@
 careful-client watchdog against an injected clock, the retry backoff of an
 Acquire told UNAVAILABLE, and the options checked before any RPC.
 
-    PYTHONPATH=client/python /usr/bin/python3 -m unittest discover -s client/python/tests
+    PYTHONPATH=build/python /usr/bin/python3 -m unittest discover -s client/python/tests
 """
 import unittest
 
 import grpc
 
-from turnstile_client import (HELD, LOST, SUSPENDED, TurnstileError, retry_delays, retry_until,
-                              validate_acquire_options, watchdog_step)
+from turnstile.client import (HELD, LOST, SUSPENDED, TurnstileError, retry_delays, retry_until,
+                               validate_acquire_options, watchdog_step)
 
 
 class FakeClock:

@@ -4,10 +4,10 @@ on_leadership says and when, proclaim/resign, a Lock's on_state from its
 stream, and Observe's re-observing iterator against a fake stub.
 
 The Lock and Observe tests build real turnstile.v1 messages: they need the
-generated stubs ($TURNSTILE_PY_STUBS, as ctest sets it).
+generated stubs: run them on the package the CMake build assembles (as
+ctest does) or on an installed one.
 
-    TURNSTILE_PY_STUBS=build/python PYTHONPATH=client/python \\
-        /usr/bin/python3 -m unittest discover -s client/python/tests
+    PYTHONPATH=build/python /usr/bin/python3 -m unittest discover -s client/python/tests
 """
 import queue
 import threading
@@ -15,9 +15,9 @@ import unittest
 
 import grpc
 
-from turnstile_client import (HELD, LEADER, LOST, NO_LEADER, RELEASED, SUSPENDED, UNKNOWN,
-                              Client, TurnstileError, load_stubs)
-from turnstile_election import Election, requeue_until
+from turnstile.client import (HELD, LEADER, LOST, NO_LEADER, RELEASED, SUSPENDED, UNKNOWN,
+                               Client, TurnstileError, load_stubs)
+from turnstile.election import Election, requeue_until
 
 E = TurnstileError
 C = grpc.StatusCode
@@ -365,7 +365,7 @@ class LockOnStateTest(unittest.TestCase):
             seen.append((state, reason))
             if state in (LOST, RELEASED):
                 done.set()
-        from turnstile_client import Lock
+        from turnstile.client import Lock
         lock = Lock(client, "L", pb.AcquireOpen(name="L"), on_state=on_state)
         s = client._stub.acquires[0]
         s.put(T(type=T.QUEUED, queued=pb.Queued(position=1, ahead=1)))
@@ -401,7 +401,7 @@ class LockOnStateTest(unittest.TestCase):
             x = duration_pb2.Duration()
             x.FromMilliseconds(ms)
             return x
-        from turnstile_client import Lock
+        from turnstile.client import Lock
         Lock(client, "L", pb.AcquireOpen(name="L"), on_state=on_state)
         s = client._stub.acquires[0]
         s.put(T(type=T.ACQUIRED, acquired=pb.Acquired(
@@ -419,7 +419,7 @@ class LockOnStateTest(unittest.TestCase):
         T = pb.AcquireEvent
         seen = []
         done = threading.Event()
-        from turnstile_client import Lock
+        from turnstile.client import Lock
         Lock(client, "L", pb.AcquireOpen(name="L"),
              on_state=lambda lk, st, why: (seen.append((st, why)), done.set()
                                            if st == LOST else None))

@@ -1,16 +1,16 @@
-"""Unit tests of acquire_all (turnstile_multilock) with no server: the
+"""Unit tests of acquire_all (turnstile.multilock) with no server: the
 canonical order, refused duplicates, the single deadline, release of what
 was taken when the set cannot be had, and the set's state from its members.
 
-    PYTHONPATH=client/python /usr/bin/python3 -m unittest discover -s client/python/tests
+    PYTHONPATH=build/python /usr/bin/python3 -m unittest discover -s client/python/tests
 """
 import threading
 import unittest
 
 import grpc
 
-from turnstile_client import HELD, LOST, RELEASED, SUSPENDED, TurnstileError
-from turnstile_multilock import acquire_all, canonical_order
+from turnstile.client import HELD, LOST, RELEASED, SUSPENDED, TurnstileError
+from turnstile.multilock import acquire_all, canonical_order
 
 
 class FakeClock:

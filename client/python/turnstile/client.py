@@ -1,18 +1,17 @@
-"""A small Python client for turnstile (turnstile.v1.LockService).
+"""The turnstile client: locks (turnstile.v1.LockService) over gRPC.
 
-The protobuf/gRPC modules are generated at build time (CMake target
-`turnstile_python_stubs`) into <build>/python; point this module at that
-directory with the environment variable TURNSTILE_PY_STUBS or the `stubs_dir`
-argument of Client / load_stubs. Needs only Debian's python3-grpcio and
-python3-protobuf.
+Import it as `turnstile` (the names below are re-exported there):
 
-    from turnstile_client import Client, TurnstileError
+    import turnstile
 
-    with Client("127.0.0.1:7400") as client:
+    with turnstile.Client("127.0.0.1:7400") as client:
         with client.acquire("my-lock", wait_timeout=30, owner="me") as lock:
             print(lock.fencing_token)   # pass it to the protected resource
             ...                         # check lock.state if the work is long
         # released here
+
+The protobuf messages and gRPC stubs (turnstile.v1.lock_pb2, lock_pb2_grpc)
+are generated from the contract's .proto when the package is built.
 
 Times are in seconds (float). Every failure raises TurnstileError whose
 `code` is the grpc.StatusCode the server (or the client) ended with, e.g.
@@ -38,7 +37,6 @@ properties may be used from any thread.
 import datetime
 import os
 import queue
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -53,37 +51,30 @@ __all__ = [
     "UNKNOWN",
 ]
 
-STUBS_ENV = "TURNSTILE_PY_STUBS"
-
 _pb2 = None
 _pb2_grpc = None
 _load_mu = threading.Lock()
 
 
-def load_stubs(stubs_dir: Optional[str] = None):
-    """Imports the generated turnstile.v1.lock_pb2 / lock_pb2_grpc modules.
+def load_stubs():
+    """Returns the generated modules (turnstile.v1.lock_pb2, lock_pb2_grpc).
 
-    `stubs_dir` (or else $TURNSTILE_PY_STUBS) is the import root that holds
-    turnstile/v1/lock_pb2.py; it is put first on sys.path. Returns
-    (lock_pb2, lock_pb2_grpc). The first successful load wins.
+    They are built into the package from the contract's .proto when it is
+    installed (pip) or assembled in a CMake build tree; they are imported on
+    first use so that the client's pure logic loads without them.
     """
     global _pb2, _pb2_grpc
     with _load_mu:
         if _pb2 is not None:
             return _pb2, _pb2_grpc
-        root = stubs_dir or os.environ.get(STUBS_ENV)
-        if root:
-            root = os.path.abspath(root)
-            if root not in sys.path:
-                sys.path.insert(0, root)
         try:
-            from turnstile.v1 import lock_pb2, lock_pb2_grpc  # noqa: E402
+            from .v1 import lock_pb2, lock_pb2_grpc
         except ImportError as e:
             raise ImportError(
                 "cannot import the generated turnstile.v1 stubs (lock_pb2, "
-                "lock_pb2_grpc): build the CMake target turnstile_python_stubs "
-                "and set %s to <build>/python, or pass stubs_dir= (tried %r)"
-                % (STUBS_ENV, root)) from e
+                "lock_pb2_grpc): install the package (pip install client/python "
+                "generates them) or, in a CMake build tree, build the target "
+                "turnstile_python_package and use <build>/python") from e
         _pb2, _pb2_grpc = lock_pb2, lock_pb2_grpc
         return _pb2, _pb2_grpc
 
@@ -708,7 +699,7 @@ class Client:
     """A connection to one turnstile replica.
 
     target: "host:port", or any gRPC target, e.g. "ipv4:10.0.0.1:7400,10.0.0.2:7400"
-    (several replicas). stubs_dir: see load_stubs(). credentials: optional
+    (several replicas). credentials: optional
     grpc.ChannelCredentials (TLS); insecure otherwise. timeout: deadline in
     seconds for the unary calls (Describe, List, Release, KeepAlive).
     tls_ca_file / tls_cert_file / tls_key_file: PEM files (see
@@ -723,12 +714,12 @@ class Client:
     again at its end. Try-once (wait_timeout 0) is never retried.
     """
 
-    def __init__(self, target: str, stubs_dir: Optional[str] = None,
+    def __init__(self, target: str = "127.0.0.1:7400",
                  credentials: Optional[grpc.ChannelCredentials] = None,
                  timeout: float = 10.0, options=None, retry_unavailable: bool = True,
                  tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
                  tls_key_file: Optional[str] = None):
-        self._pb2, pb2_grpc = load_stubs(stubs_dir)
+        self._pb2, pb2_grpc = load_stubs()
         self.target = target
         self.timeout = timeout
         self.retry_unavailable = retry_unavailable
@@ -893,17 +884,17 @@ class Client:
 
     def acquire_all(self, names: List[str], wait_timeout: float = 60.0,
                     on_state: Optional[Callable[[str, str, str], None]] = None,
-                    **acquire_options) -> "MultiLock":  # noqa: F821 (turnstile_multilock)
+                    **acquire_options) -> "MultiLock":  # noqa: F821 (turnstile.multilock)
         """Takes every lock of `names` all-or-nothing under one deadline, in
-        canonical (UTF-8 byte) order; see turnstile_multilock.acquire_all.
+        canonical (UTF-8 byte) order; see turnstile.multilock.acquire_all.
         acquire_options are Client.acquire's (owner, metadata, ttl, ...)."""
-        import turnstile_multilock
+        from . import multilock
         for key in ("on_state", "wait_timeout"):
             acquire_options.pop(key, None)
 
         def acquire(name, wait, cb):
             return self.acquire(name, wait_timeout=wait, on_state=cb, **acquire_options)
-        return turnstile_multilock.acquire_all(acquire, names, wait_timeout, on_state=on_state)
+        return multilock.acquire_all(acquire, names, wait_timeout, on_state=on_state)
 
     def _leader_event(self, ev) -> LeaderEvent:
         pb = self._pb2

@@ -15,7 +15,7 @@ Exit 0 either way.
 
 Any unexpected failure: message on stderr, exit 1.
 
-    TURNSTILE_PY_STUBS=build/python /usr/bin/python3 client/python/contend.py \
+    PYTHONPATH=build/python /usr/bin/python3 client/python/examples/contend.py \
         --server 127.0.0.1:7400 --lock L --rounds 25 --log /tmp/cs.log --id py1
 """
 import argparse
@@ -24,8 +24,7 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from turnstile_client import Client, TurnstileError  # noqa: E402
+from turnstile import Client, TurnstileError
 
 
 def append(fd: int, kind: str, ident: str, token: int, ns: int) -> None:

@@ -30,7 +30,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 
 import grpc
 
-from turnstile_client import HELD, LOST, RELEASED, SUSPENDED, WAITING, TurnstileError
+from .client import HELD, LOST, RELEASED, SUSPENDED, WAITING, TurnstileError
 
 __all__ = ["MultiLock", "acquire_all", "canonical_order"]
 
@@ -157,7 +157,7 @@ def acquire_all(acquire: Callable[[str, float, Callable], object], names: Iterab
     """Takes every lock of `names` all-or-nothing (see the module doc).
 
     acquire(name, wait_timeout, on_state) takes one lock and returns it (a
-    held turnstile_client.Lock) or raises TurnstileError; Client.acquire_all
+    held turnstile.Lock) or raises TurnstileError; Client.acquire_all
     passes its own. on_state(state, name, reason) is told when the set
     becomes 'suspended', 'held' again, or 'lost' (name: the lock that
     caused it). Raises TurnstileError: INVALID_ARGUMENT (bad or duplicate

@@ -2,11 +2,14 @@
 """Takes a turnstile lock, prints its fencing token, holds it briefly and
 releases it.
 
-Usage (from the repository root, after building the CMake target
-turnstile_python_stubs, which `make` builds by default):
+Usage, with the package installed (pip install client/python; see
+client/python/README.md):
 
-    TURNSTILE_PY_STUBS=build/python /usr/bin/python3 client/python/example.py \
-        --server 127.0.0.1:7400 my-lock
+    python3 example.py --server 127.0.0.1:7400 my-lock
+
+or from the repository root on the package the CMake build assembles:
+
+    PYTHONPATH=build/python /usr/bin/python3 client/python/examples/example.py my-lock
 
 Options: --wait SECONDS (0 = try once; default 30), --hold SECONDS
 (default 1), --owner TEXT. Exit status 0 on success, 1 if the lock could not
@@ -18,8 +21,7 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from turnstile_client import Client, TurnstileError  # noqa: E402
+from turnstile import Client, TurnstileError
 
 
 def main() -> int:

@@ -1,7 +1,6 @@
 """Leader election on a turnstile lock (Python client).
 
-    from turnstile_client import Client
-    from turnstile_election import Election
+    from turnstile import Client, Election
 
     def said(is_leader, reason):          # called at once, on a library thread
         print("leader" if is_leader else "not leader", reason)
@@ -54,7 +53,7 @@ from typing import Callable, Dict, Optional
 
 import grpc
 
-from turnstile_client import HELD, LOST, RELEASED, SUSPENDED, TurnstileError, retry_delays
+from .client import HELD, LOST, RELEASED, SUSPENDED, TurnstileError, retry_delays
 
 __all__ = ["Election", "Leadership", "requeue_until", "DEFAULT_ATTEMPT_WAIT"]
 
