@@ -44,7 +44,8 @@ languages through `LANG.sh run` (C++ blocks through cpp.sh). Each must exit
 0 within 60 s (plus, for a language that compiles, a build allowance). A
 marker that is not followed by a fence fails too. README.md, client/README.md
 and every library's README must have at least one runnable block, and in a
-library's README the first example in its language must be runnable.
+library's README an example in its language must exist; in each of these
+documents the first example of each language (sh excepted) must be runnable.
 
 Lint: README.md has at most 320 lines and a table of contents: a `## Contents`
 (or `## Table of contents`) heading whose list links, with #anchors, to
@@ -276,13 +277,16 @@ def collect_blocks(root, readmes, expect):
                 continue
             if not any(b.doc == doc for b in blocks):
                 problems.append("%s: no runnable block (%s must show one)" % (doc, what))
-            if lang:
-                f = firsts.get(doc, {}).get(lang)
-                if f is None:
-                    problems.append("%s: no %s example" % (doc, lang))
-                elif not f[1]:
+            first = firsts.get(doc, {})
+            if lang and lang not in first:
+                problems.append("%s: no %s example" % (doc, lang))
+            # Each language's first example in these documents is one a
+            # reader copies: it must run (shell blocks: install commands
+            # and the like come first, so only "at least one" above).
+            for l, (line, runnable) in sorted(first.items()):
+                if l != "sh" and not runnable:
                     problems.append("%s:%d: the first %s example is not marked runnable"
-                                    % (doc, f[0], lang))
+                                    % (doc, line, l))
     return blocks, problems
 
 
@@ -674,9 +678,14 @@ def selftest(build):
                           % [(b.line, b.info) for b in blocks])
         if not any(":22: runnable marker not followed" in p for p in problems):
             errors.append("the stray marker at line 22 was not reported: %r" % problems)
+        os.makedirs(os.path.join(docdir, "client", "python"))
+        with open(os.path.join(docdir, "client", "python", "README.md"), "w") as f:
+            f.write("# x\n\n```python\nimport turnstile\n```\n\n<!-- runnable -->\n```python\npass\n```\n")
         _, missing = collect_blocks(docdir, None, expect=True)
+        if "client/python/README.md:3: the first python example is not marked runnable" not in missing:
+            errors.append("an unmarked first python example was not reported: %r" % missing)
         for doc, _, _ in EXPECTED_DOCS[1:]:
-            if not any(p.startswith(doc + ": missing") for p in missing):
+            if doc != "client/python/README.md" and not any(p.startswith(doc + ": missing") for p in missing):
                 errors.append("a missing %s was not reported" % doc)
 
         long_readme = os.path.join(tmp, "long.md")
