@@ -1,6 +1,8 @@
 #include "client/cli_common.h"
 
-#include <spawn.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/json_quote.h"
+#include "client/lib/coordination.h"
 #include "client/lib/tls.h"
 
 extern char** environ;
@@ -27,8 +30,9 @@ void RegisterGlobals(FlagSet* f, Globals* g) {
             "PEM client certificate (with --tls-key-file): mutual TLS; the server knows you by it");
   f->String("tls-key-file", &g->tls_key_file, "PEM private key of --tls-cert-file");
   f->String("output", &g->output, "text or json (one JSON object per line)");
-  f->String("owner", &g->owner, "owner recorded on the lock (default user@host)");
-  f->Duration("rpc-timeout", &g->timeout, "deadline for describe, list, release and health");
+  f->String("owner", &g->owner, "owner recorded on the lock (empty: user@host/pid)");
+  f->Duration("rpc-timeout", &g->timeout,
+              "deadline for describe, list, release, revoke and health");
 }
 
 void PrintLine(const std::string& s) {
@@ -94,12 +98,182 @@ std::string StatusJson(const std::string& event, const LockStatus& s) {
 }
 
 
+// ---- Stop signals ----
+
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  thread_ = std::thread([this] { Run(); });
+}
+
+StopSignals::~StopSignals() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    quit_ = true;
+  }
+  pthread_kill(thread_.native_handle(), SIGHUP);  // its sigwait returns
+  thread_.join();
+}
+
+void StopSignals::Run() {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set_, &sig) != 0) continue;
+    bool abandon = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (quit_) return;
+      switch (phase_) {
+        case Phase::kExit:
+          _exit(128 + sig);
+        case Phase::kWaiting:
+          if (abandoned_ == 0) {
+            abandoned_ = sig;
+            abandon = true;
+          }
+          break;
+        case Phase::kHolding:
+          queue_.push_back(sig);
+          cv_.notify_all();
+          break;
+      }
+    }
+    // Outside mu_: a waiting Acquire returns CANCELLED, and the thread
+    // that called it then reads abandoned_ in EndWait.
+    if (abandon) turnstile::client::AbandonWaits();
+  }
+}
+
+void StopSignals::BeginWait() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (phase_ == Phase::kExit) phase_ = Phase::kWaiting;
+}
+
+int StopSignals::EndWait(const std::function<void()>& start) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (abandoned_ != 0) return abandoned_;
+  if (start) start();
+  phase_ = Phase::kHolding;
+  return 0;
+}
+
+int StopSignals::Abandoned() {
+  std::lock_guard<std::mutex> l(mu_);
+  return abandoned_;
+}
+
+int StopSignals::Wait(std::optional<Millis> timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  auto ready = [&] { return !queue_.empty() || woken_; };
+  if (timeout) {
+    cv_.wait_for(l, *timeout, ready);
+  } else {
+    cv_.wait(l, ready);
+  }
+  if (!queue_.empty()) {
+    const int sig = queue_.front();
+    queue_.pop_front();
+    return sig;
+  }
+  woken_ = false;
+  return 0;
+}
+
+void StopSignals::Wake() {
+  std::lock_guard<std::mutex> l(mu_);
+  woken_ = true;
+  cv_.notify_all();
+}
+
+std::string SignalName(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return absl::StrCat("signal ", sig);
+  }
+}
+
+int ReportAbandoned(const Globals& g, int sig, const std::string& what) {
+  if (g.json()) {
+    PrintLine(absl::StrCat("{\"event\":\"abandoned\",\"signal\":", JsonQuote(SignalName(sig)), "}"));
+  } else {
+    std::fprintf(stderr, "turnstile: %s: stopped waiting for %s; nothing is held\n",
+                 SignalName(sig).c_str(), what.c_str());
+  }
+  return 128 + sig;
+}
+
+// ---- Help ----
+
+std::string FlagLines(const FlagSet& f) {
+  // "Usage: P [flags]\n\nFlags (...):\n  --name ..."
+  const std::string u = f.Usage();
+  const size_t header = u.find("\nFlags (");
+  if (header == std::string::npos) return "";
+  const size_t body = u.find('\n', header + 1);
+  return body == std::string::npos ? "" : u.substr(body + 1);
+}
+
+std::string CommandHelp(const std::string& usage, const std::string& about, const FlagSet* own) {
+  std::string out = absl::StrCat("Usage: ", usage, "\n\n", about);
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  const std::string lines = own ? FlagLines(*own) : std::string();
+  if (lines.empty()) {
+    out += "\nFlags: none of its own.\n";
+  } else {
+    absl::StrAppend(&out, "\nFlags (each also read from its environment variable; flags win):\n",
+                    lines);
+  }
+  Globals defaults;
+  FlagSet globals("turnstile");
+  RegisterGlobals(&globals, &defaults);
+  absl::StrAppend(&out, "\nGlobal flags (before the command; each also read from its "
+                        "environment variable):\n", FlagLines(globals));
+  return out;
+}
+
+// ---- Running a command ----
+
+namespace {
+
+// argv[0] as execvp would find it: with a '/', itself; otherwise the first
+// executable regular file of that name in PATH (unset: /bin:/usr/bin).
+// Empty, and *err set (ENOENT, EACCES), when there is none.
+std::string FindProgram(const std::string& name, int* err) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* env = std::getenv("PATH");
+  const std::string path = env ? env : "/bin:/usr/bin";
+  *err = ENOENT;
+  size_t from = 0;
+  for (;;) {
+    const size_t colon = path.find(':', from);
+    std::string dir = path.substr(from, colon == std::string::npos ? std::string::npos : colon - from);
+    if (dir.empty()) dir = ".";
+    const std::string file = dir + "/" + name;
+    struct stat st;
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(file.c_str(), X_OK) == 0) return file;
+      *err = EACCES;
+    }
+    if (colon == std::string::npos) break;
+    from = colon + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
 ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std::string>& argv,
                       const std::vector<std::string>& env, Millis grace,
                       std::atomic<pid_t>* running, const std::string& what,
                       const std::function<void(pid_t)>& started) {
   ChildOutcome out;
-  // The child: `env` over this process's environment, default signal mask.
+  // Everything the child needs is made here: after fork it may only make
+  // async-signal-safe calls (this process has other threads).
   std::vector<std::string> env_strings = env;
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -117,17 +291,74 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
   std::vector<char*> cmd;
   for (auto& a : args) cmd.push_back(a.data());
   cmd.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  int find_err = 0;
+  std::string program = FindProgram(args[0], &find_err);
+  // A file without "#!" that execve refuses (ENOEXEC) runs under /bin/sh,
+  // as execvp does.
+  std::string sh = "/bin/sh";
+  std::vector<char*> sh_cmd = {sh.data(), program.data()};
+  for (size_t i = 1; i < args.size(); ++i) sh_cmd.push_back(args[i].data());
+  sh_cmd.push_back(nullptr);
+
   pid_t child = -1;
-  int rc = posix_spawnp(&child, cmd[0], nullptr, &attr, cmd.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    std::fprintf(stderr, "turnstile: cannot run %s: %s\n", cmd[0], std::strerror(rc));
+  int spawn_err = program.empty() ? find_err : 0;
+  const int abandoned = stop.EndWait([&] {
+    if (spawn_err != 0) return;
+    int fds[2];  // the child writes errno here if it cannot exec
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      spawn_err = errno;
+      return;
+    }
+    const pid_t parent = getpid();
+    sigset_t empty;
+    sigemptyset(&empty);
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    child = fork();
+    if (child == 0) {
+      // The child: async-signal-safe calls only. Killed with this process
+      // (a parent-death signal; if the parent is gone already, now).
+      close(fds[0]);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(128 + SIGKILL);
+      sigaction(SIGPIPE, &dfl, nullptr);
+      pthread_sigmask(SIG_SETMASK, &empty, nullptr);
+      execve(program.c_str(), cmd.data(), envp.data());
+      int e = errno;
+      if (e == ENOEXEC) {
+        execve(sh.c_str(), sh_cmd.data(), envp.data());
+        e = errno;
+      }
+      (void)!write(fds[1], &e, sizeof(e));
+      _exit(127);
+    }
+    close(fds[1]);
+    if (child < 0) {
+      spawn_err = errno;
+      close(fds[0]);
+      return;
+    }
+    int e = 0;
+    ssize_t n;
+    while ((n = read(fds[0], &e, sizeof(e))) < 0 && errno == EINTR) {
+    }
+    close(fds[0]);
+    if (n == static_cast<ssize_t>(sizeof(e))) {  // exec failed; the child exits 127
+      spawn_err = e;
+      while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      child = -1;
+    }
+  });
+  if (abandoned != 0) {
+    out.abandoned = abandoned;
+    return out;
+  }
+  if (spawn_err != 0) {
+    std::fprintf(stderr, "turnstile: cannot run %s: %s\n", args[0].c_str(),
+                 std::strerror(spawn_err));
     out.code = 127;
     return out;
   }
@@ -157,11 +388,11 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
   });
   std::atomic<bool> stopping{false};
   std::thread forwarder([&] {
-    // Forward Ctrl-C / SIGTERM to the command; a SIGHUP from us ends it.
+    // Forward Ctrl-C / SIGTERM to the command; SIGHUP as SIGTERM.
     for (;;) {
-      int sig = stop.Wait(std::nullopt);
+      const int sig = stop.Wait(std::nullopt);
       if (stopping.load()) return;
-      kill(child, sig == SIGHUP ? SIGTERM : sig);
+      if (sig != 0) kill(child, sig == SIGHUP ? SIGTERM : sig);
     }
   });
   bool lost = false;
@@ -184,8 +415,12 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
       std::lock_guard<std::mutex> wl(watch.mu);
       reason = watch.last ? watch.last->lost_reason : "?";
     }
-    std::fprintf(stderr, "turnstile: %s lost (%s); stopping the command\n", what.c_str(),
-                 reason.c_str());
+    if (reason == "REVOKED") {
+      std::fprintf(stderr, "turnstile: asked to give up %s; stopping the command\n", what.c_str());
+    } else {
+      std::fprintf(stderr, "turnstile: %s lost (%s); stopping the command\n", what.c_str(),
+                   reason.c_str());
+    }
     kill(child, SIGTERM);
     std::unique_lock<std::mutex> l(mu);
     if (!cv.wait_for(l, grace, [&] { return exited; })) {
@@ -195,7 +430,7 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
   }
   reaper.join();
   stopping = true;
-  kill(getpid(), SIGHUP);
+  stop.Wake();
   forwarder.join();
   out.lost = lost;
   out.code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);

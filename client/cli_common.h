@@ -12,11 +12,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -65,33 +67,68 @@ std::shared_ptr<grpc::Channel> Channel(const Globals& g);
 absl::Status FromGrpc(const grpc::Status& s);
 std::string StatusJson(const std::string& event, const LockStatus& s);
 
-// Stop signals (SIGINT, SIGTERM) are blocked in every thread and taken here.
+// The stop signals, SIGINT, SIGTERM and SIGHUP, are blocked in every
+// thread (the object is made first in main, before any other thread) and
+// taken by one thread of its own, which acts by phase:
+//   - at first (and for the commands that only make unary calls): the
+//     process exits at once with 128+N;
+//   - waiting for a lock (BeginWait .. EndWait; acquire, run, elect): the
+//     first one abandons every wait of the process (client::AbandonWaits:
+//     the Acquire stream is cancelled and the replica deletes the waiting
+//     node at once) and EndWait returns it; the command then exits 128+N
+//     without starting anything;
+//   - holding (after EndWait): each is queued for Wait (`acquire` releases,
+//     `run` and `elect` pass it to their command, `observe` stops).
 class StopSignals {
  public:
-  StopSignals() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-  }
-  // Waits up to `timeout` (forever if nullopt) for a stop signal; returns it or 0.
-  int Wait(std::optional<Millis> timeout) {
-    if (!timeout) {
-      int sig = 0;
-      sigwait(&set_, &sig);
-      return sig;
-    }
-    timespec ts{static_cast<time_t>(timeout->count() / 1000),
-                static_cast<long>(timeout->count() % 1000) * 1000000};
-    int sig = sigtimedwait(&set_, nullptr, &ts);
-    return sig > 0 ? sig : 0;
-  }
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // Enters the waiting phase.
+  void BeginWait();
+  // Leaves it: the signal that abandoned the wait (and `start` is not run),
+  // or 0 after running `start` (if set) and entering the holding phase. A
+  // signal that comes while `start` runs waits for it, then is queued: so
+  // a command is started only if no signal abandoned the wait, and a signal
+  // after that reaches it.
+  int EndWait(const std::function<void()>& start = nullptr);
+  // The signal that abandoned the wait so far, or 0 (a check before
+  // printing that a lock was granted; EndWait decides).
+  int Abandoned();
+  // Holding phase: the next stop signal; 0 when `timeout` passes (nullopt:
+  // none) or Wake() was called.
+  int Wait(std::optional<Millis> timeout);
+  void Wake();
   const sigset_t& set() const { return set_; }
 
  private:
+  enum class Phase { kExit, kWaiting, kHolding };
+  void Run();
+
   sigset_t set_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Phase phase_ = Phase::kExit;  // GUARDED_BY(mu_)
+  int abandoned_ = 0;           // GUARDED_BY(mu_) the signal that ended the wait
+  std::deque<int> queue_;       // GUARDED_BY(mu_) signals for Wait
+  bool woken_ = false;          // GUARDED_BY(mu_)
+  bool quit_ = false;           // GUARDED_BY(mu_)
+  std::thread thread_;
 };
+
+// "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
+std::string SignalName(int sig);
+// Reports a wait abandoned by `sig` (stderr, or a JSON line) and returns
+// the exit code for it: 128 + sig, as a shell's.
+int ReportAbandoned(const Globals& g, int sig, const std::string& what);
+
+// Help: a command's usage line, what it does, its own flags with their
+// defaults and variables, then the global flags; one "Usage:" header.
+std::string CommandHelp(const std::string& usage, const std::string& about, const FlagSet* own);
+// The flag lines of f.Usage() (without its header).
+std::string FlagLines(const FlagSet& f);
 
 // Watches a held lock's status from library callbacks.
 struct LockWatch {
@@ -113,15 +150,20 @@ struct LockWatch {
 
 // How a command run under locks ended.
 struct ChildOutcome {
-  bool started = false;  // false: it could not be run (the error was printed)
+  int abandoned = 0;     // the stop signal that came before CMD started (it never ran)
+  bool started = false;  // false: it could not be run (the error was printed) or abandoned
   bool lost = false;     // watch.lost: it was stopped (SIGTERM, SIGKILL after grace)
   int code = 0;          // its exit code, 128+N if a signal N ended it
 };
-// Runs `argv` (argv[0] looked up on PATH) with `env` added to this
-// process's environment (replacing variables of the same names) and the
-// default signal mask; forwards SIGINT/SIGTERM to it; stops it (SIGTERM,
-// then SIGKILL after `grace`) once `watch` says lost. `running` gets its
-// pid once it runs; `started(pid)` runs then.
+// Ends the waiting phase of `stop` and, unless a stop signal abandoned the
+// wait, runs `argv` (argv[0] looked up on PATH) with `env` added to this
+// process's environment (replacing variables of the same names), the
+// default signal mask, and SIGKILL as its parent-death signal (it does not
+// outlive this process, even one killed with SIGKILL: call this on the
+// main thread, the signal is tied to the thread that forks). Forwards
+// SIGINT/SIGTERM to it (SIGHUP as SIGTERM); stops it (SIGTERM, then SIGKILL
+// after `grace`) once `watch` says lost. Returns once it has exited.
+// `running` gets its pid once it runs; `started(pid)` runs then.
 ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std::string>& argv,
                       const std::vector<std::string>& env, Millis grace,
                       std::atomic<pid_t>* running, const std::string& what,

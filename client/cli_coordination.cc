@@ -1,4 +1,4 @@
-// `turnstile elect` and `turnstile observe` (issue 23), over the client
+// `turnstile elect` and `turnstile observe`, over the client
 // library's election recipe and Client::Observe.
 #include <unistd.h>
 
@@ -82,31 +82,40 @@ int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv) {
   Millis timeout(0), grace(10000), lock_delay(0);
   FlagSet f("turnstile elect NAME VALUE [flags] -- CMD ARGS...");
   f.Duration("timeout", &timeout, "give up if not leader within this (0 = campaign until stopped)");
-  f.Duration("grace", &grace, "when leadership ends: time between SIGTERM and SIGKILL to CMD");
+  f.Duration("grace", &grace,
+             "when leadership ends or is revoked: time between SIGTERM and SIGKILL to CMD");
   f.Duration("lock-delay", &lock_delay,
              "if a leader vanishes without resigning, the next term waits this long (0..60s)");
   bool help = false;
   const int dashes = FindDashes(argc, argv);
   auto args = f.Parse(dashes < 0 ? argc : dashes, argv, &help);
+  const std::string usage = CommandHelp(
+      "turnstile [global flags] elect NAME VALUE [flags] -- CMD [ARGS...]",
+      "Campaigns in election NAME with VALUE (the leader's value, shown by `observe`),\n"
+      "then runs CMD while leader. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
+      "(the term: pass it to whatever the leader writes to) and TURNSTILE_LEASE_ID (for\n"
+      "`turnstile revoke`, which makes the leader step down). Leadership is resigned only\n"
+      "after CMD has exited, whatever ended it, so two leaders' commands never overlap:\n"
+      "  - revoked (turnstile revoke) or lost: CMD gets SIGTERM, then SIGKILL after --grace;\n"
+      "  - SIGINT / SIGTERM to turnstile: passed to CMD (SIGHUP as SIGTERM);\n"
+      "  - CMD exits by itself.\n"
+      "A stop signal while campaigning gives the campaign up: nothing stays queued and\n"
+      "CMD never starts. CMD does not outlive turnstile: if turnstile is killed (even\n"
+      "kill -9), CMD gets SIGKILL. Waits capped by the replica (--max-wait-timeout), a\n"
+      "draining replica and RESOURCE_EXHAUSTED are retried inside.\n"
+      "Exit: CMD's code (128+N if killed by signal N; also after a revoke); 75 not elected\n"
+      "within --timeout; 76 leadership lost; 127 CMD could not be run; 130 / 143 / 129\n"
+      "SIGINT / SIGTERM / SIGHUP while campaigning; 1 server error; 2 usage.",
+      &f);
   if (help) {
-    std::fputs(f.Usage().c_str(), stdout);
-    std::puts(
-        "\nCampaigns in election NAME with VALUE (the leader's value, shown by `observe`),\n"
-        "then runs CMD while leader. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
-        "(the term: pass it to whatever the leader writes to) and TURNSTILE_LEASE_ID (for\n"
-        "`turnstile revoke`, which makes the leader step down). When leadership is lost or\n"
-        "revoked CMD gets SIGTERM (SIGKILL after --grace); when CMD exits, leadership is\n"
-        "resigned. Waits capped by the replica (--max-wait-timeout), a draining replica\n"
-        "and RESOURCE_EXHAUSTED are retried inside.\n"
-        "Exit: CMD's code (128+N if killed by signal N); 75 not elected within --timeout;\n"
-        "76 leadership lost; 1 server error; 2 usage.");
+    std::fputs(usage.c_str(), stdout);
     return 0;
   }
   if (!args.ok() || args->size() != 2 || dashes < 0 || dashes + 1 >= argc) {
-    std::fprintf(stderr, "%s\n%s",
-                 args.ok() ? "elect needs NAME VALUE -- CMD [ARGS...]"
+    std::fprintf(stderr, "turnstile elect: %s\n\n%s",
+                 args.ok() ? "needs NAME VALUE -- CMD [ARGS...]"
                            : std::string(args.status().message()).c_str(),
-                 f.Usage().c_str());
+                 usage.c_str());
     return kExitUsage;
   }
   const std::string name = (*args)[0], value = (*args)[1];
@@ -121,6 +130,23 @@ int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv) {
   ElectionOptions eo;
   eo.lock_delay = lock_delay;
   eo.owner = g.owner;
+  // Asked to step down: CMD is stopped first (as for a loss), and
+  // leadership resigned only once it has exited (below), so the next
+  // leader's command cannot start while this one still runs.
+  eo.resign_on_revoke = false;
+  eo.on_revoke = [&](const std::string& requester, const std::string& reason) {
+    if (g.json()) {
+      PrintLine(absl::StrCat("{\"event\":\"revoke_requested\",\"requester\":", JsonQuote(requester),
+                             ",\"reason\":", JsonQuote(reason), "}"));
+    } else {
+      PrintLine(absl::StrCat("REVOKE_REQUESTED requester=", requester, " reason=", reason));
+    }
+    revoked = true;
+    LockStatus s;
+    s.state = LockState::kLost;
+    s.lost_reason = "REVOKED";
+    watch.OnChange(s);
+  };
   eo.on_leadership = [&](bool leader, const std::string& reason) {
     if (!elected.load()) {
       // Before Campaign returned (reported below); a loss still counts.
@@ -133,16 +159,23 @@ int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv) {
     // In doubt (SUSPENDED) is not the end: like `run`, CMD is stopped when
     // the hold is lost (the replica reports LOST before anyone else could
     // be elected), released or revoked.
-    if (leader || reason == "SUSPENDED") return;
-    if (reason == "REVOKED") revoked = true;
+    if (leader || reason == "SUSPENDED" || reason == "RESIGNED") return;
     LockStatus s;
     s.state = LockState::kLost;
     s.lost_reason = reason;
     watch.OnChange(s);
   };
   Election election(client->get(), name, eo);
+  stop.BeginWait();
   absl::Status st = election.Campaign(value, timeout > Millis(0) ? timeout : Millis::max());
-  if (!st.ok()) return ReportError(g, st);
+  if (!st.ok()) {
+    if (const int sig = stop.EndWait(); sig != 0) return ReportAbandoned(g, sig, "election " + name);
+    return ReportError(g, st);
+  }
+  if (const int sig = stop.Abandoned(); sig != 0) {
+    (void)election.Resign();  // elected as the signal came
+    return ReportAbandoned(g, sig, "election " + name);
+  }
   elected = true;
   const uint64_t term = election.Term();
   if (g.json()) {
@@ -154,7 +187,10 @@ int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv) {
   if (!election.IsLeader()) {
     // Lost between the grant and here: nothing ran.
     std::lock_guard<std::mutex> l(watch.mu);
-    if (watch.lost) return kExitLost;
+    if (watch.lost) {
+      stop.EndWait();
+      return kExitLost;
+    }
   }
   std::atomic<pid_t> running{0};
   ChildOutcome child = RunChild(
@@ -165,7 +201,9 @@ int CmdElect(const Globals& g, StopSignals& stop, int argc, char** argv) {
       &running, "leadership of " + name, [&](pid_t pid) {
         if (g.json()) PrintLine(absl::StrCat("{\"event\":\"running\",\"pid\":", pid, "}"));
       });
+  // Only now, CMD having exited: the next leader's command cannot overlap.
   absl::Status resigned = election.Resign();
+  if (child.abandoned != 0) return ReportAbandoned(g, child.abandoned, "election " + name);
   if (!child.started) return child.code;
   if (child.lost && !revoked.load()) {
     if (g.json()) PrintLine("{\"event\":\"lost\"}");
@@ -182,25 +220,29 @@ int CmdObserve(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.Int("count", &count, "exit after this many lines (0 = until interrupted)");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
+  const std::string usage = CommandHelp(
+      "turnstile [global flags] observe NAME [flags]",
+      "Prints the holders of NAME (an election's leader) now and at every change, one\n"
+      "line each: HELD holders=N waiters=W owner=... fencing_token=... value=...; FREE\n"
+      "waiters=W; UNKNOWN (the replica lost ZooKeeper, or the stream is being re-made).\n"
+      "With --output json one object per line. Runs until interrupted (SIGINT, SIGTERM)\n"
+      "or --count lines.\n"
+      "Exit: 0; 1 server error; 2 usage.",
+      &f);
   if (help) {
-    std::fputs(f.Usage().c_str(), stdout);
-    std::puts(
-        "\nPrints the holders of NAME (an election's leader) now and at every change, one\n"
-        "line each: HELD holders=N waiters=W owner=... fencing_token=... value=...; FREE\n"
-        "waiters=W; UNKNOWN (the replica lost ZooKeeper, or the stream is being re-made).\n"
-        "With --output json one object per line. Runs until interrupted or --count lines.\n"
-        "Exit: 0; 1 server error; 2 usage.");
+    std::fputs(usage.c_str(), stdout);
     return 0;
   }
   if (!args.ok() || args->size() != 1 || count < 0) {
-    std::fprintf(stderr, "%s\n%s",
+    std::fprintf(stderr, "turnstile observe: %s\n\n%s",
                  !args.ok() ? std::string(args.status().message()).c_str()
-                            : "observe needs exactly one NAME (and --count >= 0)",
-                 f.Usage().c_str());
+                            : "needs exactly one NAME (and --count >= 0)",
+                 usage.c_str());
     return kExitUsage;
   }
   auto client = Connect(g);
   if (!client.ok()) return ReportError(g, client.status());
+  stop.EndWait();  // from now on a stop signal ends the observation (exit 0)
   std::mutex mu;
   int64_t printed = 0;
   std::optional<absl::Status> failed;
@@ -210,17 +252,17 @@ int CmdObserve(const Globals& g, StopSignals& stop, int argc, char** argv) {
         std::lock_guard<std::mutex> l(mu);
         if (count > 0 && printed >= count) return;
         PrintLine(ObservationLine(g, o));
-        if (++printed == count) kill(getpid(), SIGHUP);  // wakes the wait below
+        if (++printed == count) stop.Wake();  // wakes the wait below
       },
       [&](const absl::Status& s) {
         {
           std::lock_guard<std::mutex> l(mu);
           failed = s;
         }
-        kill(getpid(), SIGHUP);
+        stop.Wake();
       });
   if (!observation.ok()) return ReportError(g, observation.status());
-  stop.Wait(std::nullopt);
+  stop.Wait(std::nullopt);  // a signal, or Wake
   (*observation)->Stop();
   std::lock_guard<std::mutex> l(mu);
   if (failed) return ReportError(g, *failed);

@@ -7,18 +7,22 @@
 //   turnstile [global flags] describe NAME
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
+//   turnstile [global flags] revoke LEASE_ID [REASON]
 //   turnstile [global flags] health [SERVICE]
+//   turnstile help [COMMAND]   (also -h, --help, COMMAND --help)
 //   turnstile bench [bench flags]   (runs turnstile-bench: the CLI itself links
 //                                    neither the engine nor the ZooKeeper client)
 //
 // Exit codes: 0 success (run: the command's own code, 128+N if it died of
 // signal N); 1 error talking to the server; 2 usage; 75 not acquired (lock
 // held on try-once, or wait timeout); 76 the lock was lost while `run`'s
-// command ran (the command was stopped). `health` exits 0 only when the
-// replica reports SERVING, 1 otherwise (NOT_SERVING, or not reachable).
+// command ran (the command was stopped); 127 the command could not be run;
+// 128+N a stop signal N (SIGINT 130, SIGTERM 143, SIGHUP 129) ended a wait
+// (acquire, run, elect: nothing is held, no command started) or a unary
+// command. `health` exits 0 only when the replica reports SERVING, 1
+// otherwise (NOT_SERVING, or not reachable). See GeneralUsage().
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +42,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/cli_common.h"
 #include "client/json_quote.h"
 #include "client/lib/client.h"
@@ -79,15 +84,23 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
              "if the hold ends involuntarily, the next grant waits this long (0..60s)");
   bool help = false;
   auto args = f.Parse(argc, argv, &help);
+  const std::string usage = CommandHelp(
+      "turnstile [global flags] acquire NAME [flags]",
+      "Waits for NAME (at most --wait), prints ACQUIRED with the fencing token and the\n"
+      "lease id, and holds it until interrupted (Ctrl-C, SIGTERM), --hold passes, or the\n"
+      "hold is lost. While waiting on a terminal it shows the live queue position.\n"
+      "A stop signal while waiting gives the wait up: nothing stays queued.\n"
+      "Exit: 0 released; 75 not acquired (held, with --wait 0; or --wait passed);\n"
+      "76 lost while held; 130 / 143 / 129 SIGINT / SIGTERM / SIGHUP while waiting;\n"
+      "1 server error; 2 usage.",
+      &f);
   if (help) {
-    std::fputs(f.Usage().c_str(), stdout);
-    std::puts("\nHolds NAME until interrupted (Ctrl-C), printing the fencing token.\n"
-              "While waiting on a terminal it shows the live queue position.");
+    std::fputs(usage.c_str(), stdout);
     return 0;
   }
   if (!args.ok() || args->size() != 1) {
-    std::fprintf(stderr, "%s\n%s", args.ok() ? "acquire needs exactly one NAME" :
-                 std::string(args.status().message()).c_str(), f.Usage().c_str());
+    std::fprintf(stderr, "turnstile acquire: %s\n\n%s", args.ok() ? "needs exactly one NAME" :
+                 std::string(args.status().message()).c_str(), usage.c_str());
     return kExitUsage;
   }
   if (max_holders < 0 || max_holders > turnstile::kMaxSemaphoreHoldersEver) {
@@ -138,10 +151,15 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
     }
   };
   const auto asked_at = std::chrono::steady_clock::now();
+  stop.BeginWait();
   auto lock = (*client)->Acquire((*args)[0], o);
   const Millis waited =
       std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - asked_at);
   if (tty) std::fputs("\r\033[K", stderr);
+  if (const int sig = stop.EndWait(); sig != 0) {
+    if (lock.ok()) (void)lock->Release();  // granted as the signal came
+    return ReportAbandoned(g, sig, (*args)[0]);
+  }
   if (!lock.ok()) return ReportError(g, lock.status());
   if (g.json()) {
     PrintLine(absl::StrCat("{\"event\":\"acquired\",\"name\":", JsonQuote((*args)[0]),
@@ -163,7 +181,7 @@ int CmdAcquire(const Globals& g, StopSignals& stop, int argc, char** argv) {
     std::unique_lock<std::mutex> l(watch.mu);
     watch.cv.wait(l, [&] { return watch.lost || done.load(); });
     l.unlock();
-    if (!done.load()) kill(getpid(), SIGHUP);  // wake the signal wait below
+    if (!done.load()) stop.Wake();  // wakes the signal wait below
   });
   stop.Wait(hold.count() > 0 ? std::optional<Millis>(hold) : std::nullopt);
   {
@@ -206,8 +224,8 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   f.Bool("revoke-holders", &revoke_holders, "once queued, ask the holders ahead to let go");
   f.String("revoke-reason", &revoke_reason, "the reason they are told (with --revoke-holders)");
   f.String("on-revoke", &on_revoke,
-           "when asked to let go (REVOKE_REQUESTED): term = SIGTERM to CMD (it exits, the "
-           "lock is released), ignore = keep the lock");
+           "when asked to let go (REVOKE_REQUESTED): term = SIGTERM to CMD (the lock is "
+           "released once CMD has exited), ignore = keep the lock while CMD runs");
   Millis lock_delay(0);
   f.Duration("lock-delay", &lock_delay,
              "if the hold ends involuntarily, the next grant waits this long (0..60s)");
@@ -222,19 +240,28 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     }
   }
   auto args = f.Parse(dashes < 0 ? argc : dashes, argv, &help);
+  const std::string usage = CommandHelp(
+      "turnstile [global flags] run NAME [NAME...] [flags] -- CMD [ARGS...]",
+      "Runs CMD while holding NAME. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
+      "and TURNSTILE_LEASE_ID in its environment. The lock is released only after CMD has\n"
+      "exited, whatever ended the hold, so two holders' commands never overlap:\n"
+      "  - asked to let go (turnstile revoke): see --on-revoke;\n"
+      "  - the lock is lost: CMD gets SIGTERM, then SIGKILL after --grace;\n"
+      "  - SIGINT / SIGTERM to turnstile: passed to CMD (SIGHUP as SIGTERM).\n"
+      "A stop signal while waiting gives the wait up: nothing stays queued and CMD never\n"
+      "starts. CMD does not outlive turnstile: if turnstile is killed (even kill -9), CMD\n"
+      "gets SIGKILL.\n"
+      "Several names (run A B C -- CMD): all are taken or none, within --timeout in all,\n"
+      "always in byte order of the names (two such runs never deadlock); losing any one\n"
+      "stops CMD. CMD also gets TURNSTILE_LOCK_COUNT and, for i = 0..count-1 in that order,\n"
+      "TURNSTILE_LOCK_NAME_i, TURNSTILE_FENCING_TOKEN_i and TURNSTILE_LEASE_ID_i (the\n"
+      "unnumbered variables name the first).\n"
+      "Exit: CMD's code (128+N if killed by signal N); 75 not acquired; 76 lock lost;\n"
+      "127 CMD could not be run; 130 / 143 / 129 SIGINT / SIGTERM / SIGHUP while waiting;\n"
+      "1 server error; 2 usage.",
+      &f);
   if (help) {
-    std::fputs(f.Usage().c_str(), stdout);
-    std::puts(
-        "\nRuns CMD while holding NAME. CMD gets TURNSTILE_LOCK_NAME, TURNSTILE_FENCING_TOKEN\n"
-        "and TURNSTILE_LEASE_ID in its environment. If the lock is lost, CMD gets SIGTERM,\n"
-        "then SIGKILL after --grace.\n"
-        "Several names (run A B C -- CMD): all are taken or none, within --timeout in all,\n"
-        "always in byte order of the names (two such runs never deadlock); losing any one\n"
-        "stops CMD. CMD also gets TURNSTILE_LOCK_COUNT and, for i = 0..count-1 in that order,\n"
-        "TURNSTILE_LOCK_NAME_i, TURNSTILE_FENCING_TOKEN_i and TURNSTILE_LEASE_ID_i (the\n"
-        "unnumbered variables name the first).\n"
-        "Exit: CMD's code (128+N if killed by signal N); 75 not acquired; 76 lock lost;\n"
-        "1 server error; 2 usage.");
+    std::fputs(usage.c_str(), stdout);
     return 0;
   }
   std::vector<std::string> names, command;
@@ -248,13 +275,13 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     }
   }
   if (!args.ok() || names.empty() || command.empty()) {
-    std::fprintf(stderr, "%s\n%s", args.ok() ? "run needs NAME [NAME...] -- CMD [ARGS...]" :
-                 std::string(args.status().message()).c_str(), f.Usage().c_str());
+    std::fprintf(stderr, "turnstile run: %s\n\n%s", args.ok() ? "needs NAME [NAME...] -- CMD [ARGS...]" :
+                 std::string(args.status().message()).c_str(), usage.c_str());
     return kExitUsage;
   }
   if (on_revoke != "term" && on_revoke != "ignore") {
-    std::fprintf(stderr, "--on-revoke must be term or ignore, not \"%s\"\n%s", on_revoke.c_str(),
-                 f.Usage().c_str());
+    std::fprintf(stderr, "turnstile run: --on-revoke must be term or ignore, not \"%s\"\n",
+                 on_revoke.c_str());
     return kExitUsage;
   }
   if (max_holders < 0 || max_holders > turnstile::kMaxSemaphoreHoldersEver) {
@@ -298,15 +325,31 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
     if (pid_t p = running.load(); p > 0) kill(p, SIGTERM);
   };
   std::vector<turnstile::client::Lock> locks;
+  const std::string waited_for = names.size() == 1 ? names[0] : absl::StrJoin(names, " ");
+  stop.BeginWait();
   if (names.size() == 1) {
     auto lock = (*client)->Acquire(names[0], o);
-    if (!lock.ok()) return ReportError(g, lock.status());
+    if (!lock.ok()) {
+      if (const int sig = stop.EndWait(); sig != 0) return ReportAbandoned(g, sig, waited_for);
+      return ReportError(g, lock.status());
+    }
     locks.push_back(std::move(*lock));
   } else {
     auto all = turnstile::client::AcquireAll(client->get(), names, o);
-    if (!all.ok()) return ReportError(g, all.status());
+    if (!all.ok()) {
+      if (const int sig = stop.EndWait(); sig != 0) return ReportAbandoned(g, sig, waited_for);
+      return ReportError(g, all.status());
+    }
     locks = std::move(all->locks());
   }
+  auto release_all = [&] {
+    absl::Status first;
+    for (auto it = locks.rbegin(); it != locks.rend(); ++it) {
+      absl::Status s = it->Release();
+      if (first.ok() && !s.ok()) first = s;
+    }
+    return first;
+  };
 
   std::vector<std::string> env = {"TURNSTILE_LOCK_NAME=" + locks[0].name(),
                                   absl::StrCat("TURNSTILE_FENCING_TOKEN=", locks[0].fencing_token()),
@@ -337,11 +380,9 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
         }
         PrintLine(absl::StrCat("{\"event\":\"running\",\"locks\":", held, "],\"pid\":", pid, "}"));
       });
-  absl::Status released;
-  for (auto it = locks.rbegin(); it != locks.rend(); ++it) {
-    absl::Status s = it->Release();
-    if (released.ok() && !s.ok()) released = s;
-  }
+  // Only now, CMD having exited: the next holder's command cannot overlap.
+  absl::Status released = release_all();
+  if (child.abandoned != 0) return ReportAbandoned(g, child.abandoned, waited_for);
   if (!child.started) return child.code;  // the command never ran; nothing to report
   if (child.lost) {
     if (g.json()) PrintLine("{\"event\":\"lost\"}");
@@ -352,8 +393,45 @@ int CmdRun(const Globals& g, StopSignals& stop, int argc, char** argv) {
   return child.code;
 }
 
-int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
-  if (args.size() != 1) return kExitUsage;
+// The arguments of a command with no flags of its own (describe, list,
+// release, revoke, health), `min`..`max` of them; nullopt with *rc set for
+// --help (0) or a usage error (2, the help on stderr).
+std::optional<std::vector<std::string>> PlainArgs(const std::string& command,
+                                                  const std::string& usage_line,
+                                                  const std::string& about, size_t min, size_t max,
+                                                  int argc, char** argv, int* rc) {
+  FlagSet f("turnstile " + command);
+  bool help = false;
+  auto args = f.Parse(argc, argv, &help);
+  const std::string usage = CommandHelp("turnstile [global flags] " + usage_line, about, nullptr);
+  if (help) {
+    std::fputs(usage.c_str(), stdout);
+    *rc = 0;
+    return std::nullopt;
+  }
+  if (!args.ok() || args->size() < min || args->size() > max) {
+    std::fprintf(stderr, "turnstile %s: %s\n\n%s", command.c_str(),
+                 args.ok() ? ("expects " + usage_line).c_str()
+                           : std::string(args.status().message()).c_str(),
+                 usage.c_str());
+    *rc = kExitUsage;
+    return std::nullopt;
+  }
+  return *args;
+}
+
+int CmdDescribe(const Globals& g, int argc, char** argv) {
+  int rc = 0;
+  auto parsed = PlainArgs(
+      "describe", "describe NAME",
+      "Prints the holders of NAME, then its waiters, in queue order, one line each:\n"
+      "HOLDER|WAITER position=N owner=... fencing_token=... replica=... held=/waiting=...\n"
+      "(a semaphore first prints SEMAPHORE max_holders=N holders=H waiters=W). With\n"
+      "--output json one object {name, contenders: [{role, position, owner, ...}]}.\n"
+      "Exit: 0; 1 server error (NOT_FOUND: NAME has no holders or waiters); 2 usage.",
+      1, 1, argc, argv, &rc);
+  if (!parsed) return rc;
+  const std::vector<std::string>& args = *parsed;
   auto stub = turnstile::v1::LockService::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
@@ -421,8 +499,16 @@ int CmdDescribe(const Globals& g, const std::vector<std::string>& args) {
   return 0;
 }
 
-int CmdList(const Globals& g, const std::vector<std::string>& args) {
-  if (args.size() > 1) return kExitUsage;
+int CmdList(const Globals& g, int argc, char** argv) {
+  int rc = 0;
+  auto parsed = PlainArgs(
+      "list", "list [PREFIX]",
+      "Prints the names of the locks that have holders or waiters (starting with PREFIX),\n"
+      "in byte order, one per line; \"(truncated)\" on stderr if the server cut the list.\n"
+      "Exit: 0; 1 server error; 2 usage.",
+      0, 1, argc, argv, &rc);
+  if (!parsed) return rc;
+  const std::vector<std::string>& args = *parsed;
   auto stub = turnstile::v1::LockService::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
@@ -445,8 +531,18 @@ int CmdList(const Globals& g, const std::vector<std::string>& args) {
 }
 
 // Asks the holder of LEASE_ID to let go (cooperative revocation).
-int CmdRevoke(const Globals& g, const std::vector<std::string>& args) {
-  if (args.empty() || args.size() > 2) return kExitUsage;
+int CmdRevoke(const Globals& g, int argc, char** argv) {
+  int rc = 0;
+  auto parsed = PlainArgs(
+      "revoke", "revoke LEASE_ID [REASON]",
+      "Asks the holder of LEASE_ID to let go (cooperative: the holder decides). The holder\n"
+      "is told who asks (--owner, default user@host/pid) and REASON. `turnstile run` passes\n"
+      "it to its command as SIGTERM (see run --on-revoke) and `turnstile elect` steps down;\n"
+      "either lets the lock go only once its command has exited.\n"
+      "Exit: 0 asked; 1 server error (NOT_FOUND: no such lease); 2 usage.",
+      1, 2, argc, argv, &rc);
+  if (!parsed) return rc;
+  const std::vector<std::string>& args = *parsed;
   auto stub = turnstile::v1::LockService::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
@@ -461,8 +557,16 @@ int CmdRevoke(const Globals& g, const std::vector<std::string>& args) {
   return 0;
 }
 
-int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
-  if (args.size() != 1) return kExitUsage;
+int CmdRelease(const Globals& g, int argc, char** argv) {
+  int rc = 0;
+  auto parsed = PlainArgs(
+      "release", "release LEASE_ID",
+      "Releases the lease LEASE_ID (through any replica), e.g. one left by a holder that\n"
+      "cannot release it itself. Its holder sees the hold lost.\n"
+      "Exit: 0 released; 1 server error (NOT_FOUND: no such lease); 2 usage.",
+      1, 1, argc, argv, &rc);
+  if (!parsed) return rc;
+  const std::vector<std::string>& args = *parsed;
   auto stub = turnstile::v1::LockService::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
@@ -479,8 +583,18 @@ int CmdRelease(const Globals& g, const std::vector<std::string>& args) {
 // HEALTHCHECKs and scripts use (Kubernetes probes speak gRPC health natively).
 // An optional SERVICE asks about that service ("liveness": the process
 // answers, whether or not ZooKeeper is reachable).
-int CmdHealth(const Globals& g, const std::vector<std::string>& args) {
-  if (args.size() > 1) return kExitUsage;
+int CmdHealth(const Globals& g, int argc, char** argv) {
+  int rc = 0;
+  auto parsed = PlainArgs(
+      "health", "health [SERVICE]",
+      "Asks the replica's gRPC health service (grpc.health.v1) and prints SERVING or\n"
+      "NOT_SERVING. Without SERVICE: ready, i.e. its ZooKeeper sessions are up. SERVICE\n"
+      "\"liveness\": the process answers, whether or not ZooKeeper is reachable.\n"
+      "Exit: 0 only when SERVING; 1 otherwise (NOT_SERVING, unknown SERVICE, not\n"
+      "reachable within --rpc-timeout); 2 usage.",
+      0, 1, argc, argv, &rc);
+  if (!parsed) return rc;
+  const std::vector<std::string>& args = *parsed;
   auto stub = grpc::health::v1::Health::NewStub(Channel(g));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
@@ -526,33 +640,72 @@ int ExecBench(const StopSignals& stop, int argc, char** argv) {
   return kExitError;
 }
 
-const char* kUsage =
-    "Usage: turnstile [global flags] COMMAND [args]\n\n"
-    "Commands:\n"
-    "  acquire NAME            hold NAME until interrupted; prints the fencing token\n"
-    "  run NAME -- CMD ARGS    run CMD while holding NAME (several names: all or none)\n"
-    "  elect NAME VALUE -- CMD run CMD while leader of election NAME, with VALUE\n"
-    "  observe NAME            print the holders of NAME (the leader) at every change\n"
-    "  describe NAME           holders and waiters of NAME, in order\n"
-    "  list [PREFIX]           locks with holders or waiters\n"
-    "  release LEASE_ID        release a lease (from any replica)\n"
-    "  revoke LEASE_ID [WHY]   ask the holder of a lease to let go (it decides)\n"
-    "  health [SERVICE]        SERVING or NOT_SERVING (exit 0 only when SERVING);\n"
-    "                          SERVICE \"liveness\": the process answers\n"
-    "  bench                   benchmark against a replica and ZooKeeper\n"
-    "`turnstile COMMAND --help` describes each command.\n\n";
+// The general help (turnstile --help, -h, help).
+std::string GeneralUsage() {
+  Globals defaults;
+  FlagSet globals("turnstile");
+  RegisterGlobals(&globals, &defaults);
+  return absl::StrCat(
+      "Usage: turnstile [global flags] COMMAND [args] [flags]\n\n"
+      "Commands:\n"
+      "  acquire NAME            hold NAME until interrupted; prints the fencing token\n"
+      "  run NAME -- CMD ARGS    run CMD while holding NAME (several names: all or none)\n"
+      "  elect NAME VALUE -- CMD run CMD while leader of election NAME, with VALUE\n"
+      "  observe NAME            print the holders of NAME (the leader) at every change\n"
+      "  describe NAME           holders and waiters of NAME, in order\n"
+      "  list [PREFIX]           locks with holders or waiters\n"
+      "  release LEASE_ID        release a lease (from any replica)\n"
+      "  revoke LEASE_ID [WHY]   ask the holder of a lease to let go (it decides)\n"
+      "  health [SERVICE]        SERVING or NOT_SERVING (exit 0 only when SERVING);\n"
+      "                          SERVICE \"liveness\": the process answers\n"
+      "  bench                   benchmark against a replica and ZooKeeper\n"
+      "  help [COMMAND]          this, or a command's own help (also COMMAND --help)\n\n"
+      "Global flags (before COMMAND; each also read from its environment variable; "
+      "flags win):\n",
+      FlagLines(globals),
+      "\nExit codes: 0 success (run, elect: CMD's own code, 128+N if signal N ended it);\n"
+      "1 server error; 2 usage; 75 not acquired (held, try-once; or the wait timed out);\n"
+      "76 the lock or leadership was lost; 127 CMD could not be run;\n"
+      "130 / 143 / 129: SIGINT / SIGTERM / SIGHUP while waiting (the wait is given up:\n"
+      "nothing stays queued, CMD never starts).\n");
+}
+
+bool IsHelp(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
+
+// Runs COMMAND with its arguments (sub_argv[0] is the command word).
+int Dispatch(const Globals& g, StopSignals& stop, const std::string& cmd, int sub_argc,
+             char** sub_argv) {
+  if (cmd == "acquire") return CmdAcquire(g, stop, sub_argc, sub_argv);
+  if (cmd == "run") return CmdRun(g, stop, sub_argc, sub_argv);
+  if (cmd == "elect") return CmdElect(g, stop, sub_argc, sub_argv);
+  if (cmd == "observe") return CmdObserve(g, stop, sub_argc, sub_argv);
+  if (cmd == "bench") return ExecBench(stop, sub_argc, sub_argv);
+  if (cmd == "describe") return CmdDescribe(g, sub_argc, sub_argv);
+  if (cmd == "list") return CmdList(g, sub_argc, sub_argv);
+  if (cmd == "release") return CmdRelease(g, sub_argc, sub_argv);
+  if (cmd == "revoke") return CmdRevoke(g, sub_argc, sub_argv);
+  if (cmd == "health") return CmdHealth(g, sub_argc, sub_argv);
+  std::fprintf(stderr, "turnstile: unknown command \"%s\" (turnstile help: the commands)\n",
+               cmd.c_str());
+  return kExitUsage;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before any thread: SIGINT, SIGTERM and SIGHUP go to its thread.
   StopSignals stop;
   Globals g;
   // Global flags come before the command; the command parses the rest.
   int cmd_index = 1;
-  while (cmd_index < argc && std::string(argv[cmd_index]).rfind("--", 0) == 0) {
-    std::string a = argv[cmd_index];
-    bool takes_value = a.find('=') == std::string::npos && a != "--help";
-    cmd_index += takes_value ? 2 : 1;
+  while (cmd_index < argc) {
+    const std::string a = argv[cmd_index];
+    if (a == "-h" || a == "--help") {
+      ++cmd_index;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) break;
+    cmd_index += a.find('=') == std::string::npos ? 2 : 1;  // --flag value / --flag=value
   }
   FlagSet globals("turnstile");
   RegisterGlobals(&globals, &g);
@@ -566,40 +719,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "turnstile: --output must be text or json\n");
     return kExitUsage;
   }
-  if (help || cmd_index >= argc) {
-    std::fputs(kUsage, help ? stdout : stderr);
-    std::fputs(globals.Usage().c_str(), help ? stdout : stderr);
+  if (cmd_index >= argc) {
+    std::fputs(GeneralUsage().c_str(), help ? stdout : stderr);
     return help ? 0 : kExitUsage;
   }
   std::string cmd = argv[cmd_index];
-  int sub_argc = argc - cmd_index;
-  char** sub_argv = argv + cmd_index;  // sub_argv[0] is the command word
-  if (cmd == "acquire") return CmdAcquire(g, stop, sub_argc, sub_argv);
-  if (cmd == "run") return CmdRun(g, stop, sub_argc, sub_argv);
-  if (cmd == "elect") return CmdElect(g, stop, sub_argc, sub_argv);
-  if (cmd == "observe") return CmdObserve(g, stop, sub_argc, sub_argv);
-  if (cmd == "bench") return ExecBench(stop, sub_argc, sub_argv);
-  FlagSet none(std::string("turnstile ") + cmd);
-  bool sub_help = false;
-  auto rest = none.Parse(sub_argc, sub_argv, &sub_help);
-  if (sub_help) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  if (help || cmd == "help") {
+    // `turnstile help`, `turnstile --help [COMMAND]`, `turnstile help COMMAND`.
+    const int at = cmd == "help" ? cmd_index + 1 : cmd_index;
+    if (at >= argc || IsHelp(argv[at])) {
+      std::fputs(GeneralUsage().c_str(), stdout);
+      return 0;
+    }
+    std::string word = argv[at];
+    std::string flag = "--help";
+    char* help_argv[] = {word.data(), flag.data(), nullptr};
+    return Dispatch(g, stop, word, 2, help_argv);
   }
-  if (!rest.ok()) {
-    std::fprintf(stderr, "turnstile: %s\n", std::string(rest.status().message()).c_str());
-    return kExitUsage;
-  }
-  int rc = kExitUsage;
-  if (cmd == "describe") rc = CmdDescribe(g, *rest);
-  else if (cmd == "list") rc = CmdList(g, *rest);
-  else if (cmd == "release") rc = CmdRelease(g, *rest);
-  else if (cmd == "revoke") rc = CmdRevoke(g, *rest);
-  else if (cmd == "health") rc = CmdHealth(g, *rest);
-  else std::fprintf(stderr, "turnstile: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
-  if (rc == kExitUsage && (cmd == "describe" || cmd == "list" || cmd == "release" ||
-                           cmd == "revoke" || cmd == "health")) {
-    std::fprintf(stderr, "%s", kUsage);
-  }
-  return rc;
+  return Dispatch(g, stop, cmd, argc - cmd_index, argv + cmd_index);
 }

@@ -6,6 +6,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -60,6 +62,61 @@ class CliTest : public ::testing::Test {
     return argv;
   }
   std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
+
+  // Describe of `name` as "H:owner" / "W:owner" in order; empty if it has no
+  // contenders (NOT_FOUND); {"?"} on another error.
+  std::vector<std::string> Contenders(const std::string& name) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(10000));
+    v1::DescribeRequest req;
+    req.set_name(name);
+    v1::DescribeResponse resp;
+    grpc::Status st = stub_->Describe(&ctx, req, &resp);
+    if (st.error_code() == grpc::StatusCode::NOT_FOUND) return {};
+    if (!st.ok()) return {"?"};
+    std::vector<std::string> out;
+    for (const auto& c : resp.holders()) out.push_back("H:" + c.owner());
+    for (const auto& c : resp.waiters()) out.push_back("W:" + c.owner());
+    return out;
+  }
+  bool AwaitContenders(const std::string& name, const std::vector<std::string>& want,
+                       milliseconds timeout = milliseconds(20000)) {
+    std::vector<std::string> seen;
+    const bool ok = WaitFor([&] { return (seen = Contenders(name)) == want; }, timeout);
+    if (!ok) {
+      std::string s;
+      for (const auto& c : seen) s += c + " ";
+      ADD_FAILURE() << name << ": contenders [" << s << "]";
+    }
+    return ok;
+  }
+  // A file written by a command (atomically, by rename), trimmed.
+  std::optional<std::string> AwaitFile(const std::string& path,
+                                       milliseconds timeout = milliseconds(20000)) {
+    if (!WaitFor([&] { return access(path.c_str(), F_OK) == 0; }, timeout)) return std::nullopt;
+    std::string text = ReadFile(path);
+    text.erase(text.find_last_not_of("\n") + 1);
+    return text;
+  }
+  // A shell fragment that writes `value` to `path` atomically.
+  static std::string WriteFile(const std::string& path, const std::string& value) {
+    return "echo \"" + value + "\" > " + path + ".tmp; mv " + path + ".tmp " + path + "; ";
+  }
+  // `std::system` of the CLI with `args` (quoted), stdout to `out`; its exit code.
+  int CliStatus(const std::vector<std::string>& args, const std::string& out,
+                bool with_server = false) {
+    std::string cmd;
+    for (const auto& a : with_server ? Cli(args) : [&] {
+           std::vector<std::string> v = {CLI_PATH};
+           v.insert(v.end(), args.begin(), args.end());
+           return v;
+         }()) {
+      cmd += "'" + a + "' ";
+    }
+    cmd += "> " + out + " 2>/dev/null";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
 
   std::string connect_, root_, dir_;
   std::unique_ptr<Replica> replica_;
@@ -278,14 +335,228 @@ TEST_F(CliTest, JsonOutputParses) {
   EXPECT_NE(ReadFile(out).find("\"owner\":\"o\\\"wner\""), std::string::npos) << ReadFile(out);
 }
 
-TEST_F(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub : {"acquire", "run", "describe", "list", "release", "revoke", "health",
-                          "elect", "observe"}) {
-    std::string cmd = std::string(CLI_PATH) + " " + sub + " --help > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << sub;
+// Every command has its own help (--help, -h, `help COMMAND`): exactly one
+// "Usage:" header naming the command, its own flags with their defaults,
+// then the global flags. `turnstile help`, -h and --help give the general
+// help; an unknown command is a usage error (2).
+TEST_F(CliTest, EverySubcommandHasItsOwnHelp) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> own = {
+      {"acquire", {"--wait (TURNSTILE_WAIT, default \"1h\")", "--hold", "--ttl"}},
+      {"run", {"--on-revoke (TURNSTILE_ON_REVOKE, default \"term\")", "--grace", "--timeout"}},
+      {"elect", {"--grace (TURNSTILE_GRACE, default \"10s\")", "--lock-delay"}},
+      {"observe", {"--count (TURNSTILE_COUNT, default \"0\")"}},
+      {"describe", {"describe NAME", "Flags: none of its own."}},
+      {"list", {"list [PREFIX]", "Flags: none of its own."}},
+      {"release", {"release LEASE_ID", "Flags: none of its own."}},
+      {"revoke", {"revoke LEASE_ID [REASON]", "Flags: none of its own."}},
+      {"health", {"health [SERVICE]", "Flags: none of its own."}},
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string out = dir_ + "/help.txt";
+  std::set<std::string> texts;
+  for (const auto& [sub, needles] : own) {
+    SCOPED_TRACE(sub);
+    ASSERT_EQ(CliStatus({sub, "--help"}, out), 0);
+    const std::string text = ReadFile(out);
+    EXPECT_EQ(count(text, "Usage:"), 1u) << text;
+    EXPECT_EQ(text.rfind("Usage: turnstile [global flags] " + sub, 0), 0u) << text;
+    for (const auto& n : needles) EXPECT_NE(text.find(n), std::string::npos) << n << "\n" << text;
+    // The global flags, with their defaults.
+    EXPECT_NE(text.find("--server (TURNSTILE_SERVER, default \"127.0.0.1:7400\")"),
+              std::string::npos) << text;
+    EXPECT_EQ(text.find("Commands:"), std::string::npos) << "the general help\n" << text;
+    texts.insert(text);
+    // -h and `help COMMAND` say the same.
+    ASSERT_EQ(CliStatus({sub, "-h"}, out), 0);
+    EXPECT_EQ(ReadFile(out), text);
+    ASSERT_EQ(CliStatus({"help", sub}, out), 0);
+    EXPECT_EQ(ReadFile(out), text);
   }
-  EXPECT_EQ(std::system((std::string(CLI_PATH) + " --help > /dev/null").c_str()), 0);
-  EXPECT_NE(std::system((std::string(CLI_PATH) + " nonsense 2> /dev/null").c_str()), 0);
+  EXPECT_EQ(texts.size(), own.size()) << "two commands share a help text";
+  for (const char* general : {"--help", "-h", "help"}) {
+    SCOPED_TRACE(general);
+    ASSERT_EQ(CliStatus({general}, out), 0);
+    const std::string text = ReadFile(out);
+    EXPECT_EQ(count(text, "Usage:"), 1u) << text;
+    EXPECT_NE(text.find("Commands:"), std::string::npos) << text;
+    EXPECT_NE(text.find("--rpc-timeout (TURNSTILE_RPC_TIMEOUT, default \"10s\")"),
+              std::string::npos) << text;
+  }
+  EXPECT_EQ(CliStatus({"nonsense"}, out), 2);
+  EXPECT_EQ(CliStatus({"help", "nonsense"}, out), 2);
+  EXPECT_EQ(CliStatus({"describe"}, out), 2);  // no NAME
+  EXPECT_EQ(CliStatus({}, out), 2);
+}
+
+// SIGINT or SIGTERM to an `acquire`, `run` or `elect` waiting in the queue
+// gives the wait up: the shell's exit code (130, 143), its node gone at once
+// (Describe; a waiter queued behind it is granted as soon as the holder
+// lets go, not after a session timeout), and the command never started.
+TEST_F(CliTest, AStopSignalWhileWaitingGivesTheWaitUp) {
+  int round = 0;
+  for (const std::string kind : {"acquire", "run", "elect"}) {
+    for (const int sig : {SIGINT, SIGTERM}) {
+      const std::string name = "wait-" + kind + "-" + std::to_string(sig);
+      SCOPED_TRACE(name);
+      const std::string marker = dir_ + "/started-" + std::to_string(++round);
+      std::vector<std::string> args = {"--owner", "cli-waiter", kind, name};
+      if (kind == "elect") args.push_back("v");
+      if (kind != "acquire") {
+        args.insert(args.end(), {"--", "/bin/sh", "-c", "touch " + marker});
+      }
+      AcquireStream holder(stub_.get(), OpenMsg(name, milliseconds(60000), "holder"));
+      ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));
+      auto cli = ChildProcess::Spawn(Cli(args));
+      ASSERT_TRUE(cli);
+      ASSERT_TRUE(AwaitContenders(name, {"H:holder", "W:cli-waiter"}));
+      AcquireStream next(stub_.get(), OpenMsg(name, milliseconds(60000), "next"));
+      ASSERT_TRUE(AwaitContenders(name, {"H:holder", "W:cli-waiter", "W:next"}));
+
+      cli->Signal(sig);
+      EXPECT_EQ(cli->Wait(milliseconds(10000)), std::optional<int>(128 + sig));
+      // Its node is deleted at once: well within the session timeout (6 s).
+      EXPECT_TRUE(AwaitContenders(name, {"H:holder", "W:next"}, milliseconds(3000)));
+      EXPECT_EQ(zk_->Contenders(LockPath(name)).size(), 2u);
+      // The next waiter is not held back by it.
+      const auto released_at = std::chrono::steady_clock::now();
+      holder.SendRelease();
+      ASSERT_TRUE(next.Await(AcquireEvent::ACQUIRED, milliseconds(3000)));
+      EXPECT_LT(std::chrono::steady_clock::now() - released_at, milliseconds(3000));
+      EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command started";
+      if (kind == "acquire") {
+        std::string out = cli->ReadSome(milliseconds(0));
+        EXPECT_EQ(out.find("ACQUIRED"), std::string::npos) << out;
+      }
+      next.SendRelease();
+      ASSERT_TRUE(next.Await(AcquireEvent::RELEASED));
+    }
+  }
+}
+
+// A command that winds down for 2 s after SIGTERM, logging START/END. One
+// holder's hold is ended (revoked, or a signal to its `turnstile`) while a
+// second waits: the second command starts only after the first has ended.
+class CliHandoverTest : public CliTest {
+ protected:
+  std::string Script(const std::string& id) {
+    return WriteFile(dir_ + "/lease-" + id, "$TURNSTILE_LEASE_ID") + "echo START " + id +
+           " >> " + log_ + "; trap 'sleep 2; echo END " + id + " >> " + log_ +
+           "; exit 0' TERM; while :; do sleep 0.05; done";
+  }
+  // `end_first(lease of the first, its process)` ends the first hold.
+  void Handover(const std::vector<std::string>& command, const std::string& name,
+                const std::function<void(const std::string&, ChildProcess&)>& end_first,
+                int first_exit_code) {
+    auto with = [&](const std::string& id) {
+      std::vector<std::string> args = {"--owner", id};
+      args.insert(args.end(), command.begin(), command.end());
+      args.insert(args.end(), {"--", "/bin/sh", "-c", Script(id)});
+      return Cli(args);
+    };
+    auto a = ChildProcess::Spawn(with("A"));
+    ASSERT_TRUE(a);
+    auto lease = AwaitFile(dir_ + "/lease-A");
+    ASSERT_TRUE(lease);
+    auto b = ChildProcess::Spawn(with("B"));
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(AwaitContenders(name, {"H:A", "W:B"}));
+    end_first(*lease, *a);
+    EXPECT_EQ(a->Wait(milliseconds(20000)), std::optional<int>(first_exit_code));
+    ASSERT_TRUE(WaitFor([&] { return ReadFile(log_).find("START B") != std::string::npos; },
+                        milliseconds(20000)))
+        << ReadFile(log_);
+    EXPECT_EQ(ReadFile(log_), "START A\nEND A\nSTART B\n") << "the two commands overlapped";
+    b->Signal(SIGTERM);  // passed to B's command, which winds down
+    EXPECT_EQ(b->Wait(milliseconds(20000)), std::optional<int>(0));
+    EXPECT_EQ(ReadFile(log_), "START A\nEND A\nSTART B\nEND B\n");
+    EXPECT_TRUE(AwaitContenders(name, {}));
+  }
+  void Revoke(const std::string& lease) {
+    grpc::ClientContext ctx;
+    v1::RevokeRequest req;
+    req.set_lease_id(lease);
+    req.set_reason("maintenance");
+    v1::RevokeResponse resp;
+    ASSERT_TRUE(stub_->Revoke(&ctx, req, &resp).ok());
+  }
+  std::string log_;  // set in SetUp, once dir_ is
+  void SetUp() override {
+    CliTest::SetUp();
+    log_ = dir_ + "/log";
+  }
+};
+
+TEST_F(CliHandoverTest, ARevokedLeaderResignsOnlyAfterItsCommandExited) {
+  Handover({"elect", "lead", "v"}, "lead",
+           [&](const std::string& lease, ChildProcess&) { Revoke(lease); }, 0);
+}
+
+TEST_F(CliHandoverTest, ALeaderStoppedBySigtermResignsOnlyAfterItsCommandExited) {
+  Handover({"elect", "lead", "v"}, "lead",
+           [&](const std::string&, ChildProcess& first) { first.Signal(SIGTERM); }, 0);
+}
+
+TEST_F(CliHandoverTest, RunOnRevokeTermReleasesOnlyAfterItsCommandExited) {
+  Handover({"run", "job", "--on-revoke", "term"}, "job",
+           [&](const std::string& lease, ChildProcess&) { Revoke(lease); }, 0);
+}
+
+// --on-revoke ignore: the request changes nothing (the command runs on,
+// the lock stays); a SIGTERM to `turnstile` then ends the command, and
+// only after it has exited does the lock pass.
+TEST_F(CliHandoverTest, RunOnRevokeIgnoreKeepsTheLockUntilItsCommandExited) {
+  Handover({"run", "job", "--on-revoke", "ignore"}, "job",
+           [&](const std::string& lease, ChildProcess& first) {
+             Revoke(lease);
+             ASSERT_TRUE(WaitFor([&] {
+               grpc::ClientContext ctx;
+               v1::DescribeRequest req;
+               req.set_name("job");
+               v1::DescribeResponse resp;
+               return stub_->Describe(&ctx, req, &resp).ok() && resp.holders_size() == 1 &&
+                      resp.holders(0).revoke_requests() == 1;
+             }, milliseconds(10000)));
+             EXPECT_FALSE(first.Wait(milliseconds(500)));  // runs on, over a bounded time
+             EXPECT_EQ(ReadFile(log_), "START A\n");
+             first.Signal(SIGTERM);
+           },
+           0);
+}
+
+// kill -9 of `turnstile run` / `elect`: its command does not outlive it
+// (a parent-death signal), though the lock passes at once.
+TEST_F(CliTest, ACommandDoesNotOutliveAKilledCli) {
+  // Gone, or a zombie nobody reaped yet.
+  auto gone = [](pid_t pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    if (stat.empty()) return true;
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+  };
+  for (const std::string kind : {"run", "elect"}) {
+    SCOPED_TRACE(kind);
+    const std::string pid_file = dir_ + "/pid-" + kind;
+    std::vector<std::string> args = {kind, "killed-" + kind};
+    if (kind == "elect") args.push_back("v");
+    args.insert(args.end(), {"--", "/bin/sh", "-c",
+                             WriteFile(pid_file, "$$") + "trap '' TERM; while :; do sleep 0.05; done"});
+    auto cli = ChildProcess::Spawn(Cli(args));
+    ASSERT_TRUE(cli);
+    auto text = AwaitFile(pid_file);
+    ASSERT_TRUE(text);
+    pid_t command = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(*text, &command)) << *text;
+    ASSERT_FALSE(gone(command));
+    cli->Signal(SIGKILL);
+    EXPECT_EQ(cli->Wait(milliseconds(10000)), std::optional<int>(-SIGKILL));
+    EXPECT_TRUE(WaitFor([&] { return gone(command); }, milliseconds(10000)))
+        << "the command " << command << " outlived turnstile";
+    EXPECT_TRUE(AwaitContenders("killed-" + kind, {}));
+  }
 }
 
 // The CLI is a client: it links neither the engine nor the ZooKeeper

@@ -52,6 +52,7 @@
 
 #include "client/lib/async_stream.h"
 #include "client/lib/careful.h"
+#include "client/lib/coordination.h"  // AbandonWaits, WaitsAbandoned
 #include "client/lib/event_loop.h"
 #include "client/lib/tls.h"
 
@@ -124,6 +125,19 @@ Millis Left(Clock::time_point deadline, Clock::time_point now) {
 
 class HoldCore;
 class KeepAliveStream;
+
+// AbandonWaits: the process's waits for a grant (HoldCore::Start calls in
+// progress), so that they can all be abandoned at once, and whether they
+// were. Lock order: ProcessWaits().mu before a HoldCore's mu_.
+struct Waits {
+  std::mutex mu;
+  bool abandoned = false;              // GUARDED_BY(mu) for good
+  std::vector<HoldCore*> waiting;      // GUARDED_BY(mu) each alive while listed
+};
+Waits& ProcessWaits() {
+  static Waits* waits = new Waits;  // never destroyed: used until the process ends
+  return *waits;
+}
 
 // Reentrancy: (name, owner) -> the hold this Client has under that owner.
 class Registry {
@@ -297,6 +311,23 @@ class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
           return stub_->PrepareAsyncAcquire(ctx, cq);
         },
         std::move(req), shared_from_this());
+    // Listed while waiting, for AbandonWaits (already called: abandoned now).
+    bool abandon_now = false;
+    {
+      Waits& w = ProcessWaits();
+      std::lock_guard<std::mutex> wl(w.mu);
+      abandon_now = w.abandoned;
+      if (!abandon_now) w.waiting.push_back(this);
+    }
+    if (abandon_now) AbandonIfWaiting();
+    struct Unlist {
+      HoldCore* core;
+      ~Unlist() {
+        Waits& w = ProcessWaits();
+        std::lock_guard<std::mutex> wl(w.mu);
+        w.waiting.erase(std::remove(w.waiting.begin(), w.waiting.end(), core), w.waiting.end());
+      }
+    } unlist{this};
 
     std::unique_lock<std::mutex> l(mu_);
     Millis wait = std::max(Millis(0), std::min(wait_timeout, kMaxWaitForDeadline));
@@ -327,12 +358,28 @@ class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
           std::to_string(kAcquireSlack.count()) + "ms; the wait was cancelled");
     }
     if (phase_ == Phase::kFailed) {
+      if (abandoned_) {
+        return absl::CancelledError(
+            "the wait was abandoned (AbandonWaits); the replica deletes the waiting node");
+      }
       if (end_status_.ok()) {
         return absl::UnknownError("the Acquire stream ended without ACQUIRED and without an error");
       }
       return FromGrpc(end_status_);
     }
     return absl::OkStatus();
+  }
+
+  // AbandonWaits: a stream still waiting for its grant is cancelled (a live
+  // replica deletes the waiting node at once); Start then returns
+  // CANCELLED. A hold already granted is left alone.
+  void AbandonIfWaiting() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (phase_ != Phase::kWaiting) return;
+      abandoned_ = true;
+    }
+    Cancel();
   }
 
   // Another handle for a reentrant acquire; -1 if this hold cannot be shared
@@ -728,6 +775,7 @@ class HoldCore final : public AsyncStream<v1::AcquireRequest, v1::AcquireEvent>,
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Phase phase_ = Phase::kWaiting;          // GUARDED_BY(mu_)
+  bool abandoned_ = false;                 // GUARDED_BY(mu_) by AbandonWaits, while waiting
   std::deque<int64_t> queued_;             // GUARDED_BY(mu_) positions for on_queued
   std::string lease_id_;                   // written once under mu_ before the grant is seen
   uint64_t token_ = 0;                     // likewise
@@ -897,6 +945,23 @@ void KeepAliver::OnStreamDone(const KeepAliveStream* stream) {
 
 }  // namespace
 
+// ---- AbandonWaits (coordination.h) ----
+
+void AbandonWaits() {
+  Waits& w = ProcessWaits();
+  std::lock_guard<std::mutex> wl(w.mu);
+  w.abandoned = true;
+  // Each listed core is alive: Start unlists it (under w.mu) before it
+  // returns, and its caller keeps it until then.
+  for (HoldCore* core : w.waiting) core->AbandonIfWaiting();
+}
+
+bool WaitsAbandoned() {
+  Waits& w = ProcessWaits();
+  std::lock_guard<std::mutex> wl(w.mu);
+  return w.abandoned;
+}
+
 // ---- Client ----
 
 class Client::Impl {
@@ -973,6 +1038,9 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
   careful::Backoff backoff;
   std::shared_ptr<HoldCore> core;
   for (;;) {
+    if (WaitsAbandoned()) {
+      return absl::CancelledError("waits for locks were abandoned in this process (AbandonWaits)");
+    }
     // Rounded up: truncated, the server's wait would end (up to 1 ms) before
     // the caller's wait_timeout has passed.
     Millis remaining = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
@@ -986,6 +1054,7 @@ absl::StatusOr<Lock> Client::Acquire(const std::string& name, const AcquireOptio
                                       options.ttl, options.on_change, options.on_revoke);
     absl::Status st = core->Start(open, remaining, options.on_queued);
     if (st.ok()) break;
+    if (WaitsAbandoned()) return st;  // not retried
     // CANCELLED cannot come from the caller here (Acquire blocks): it is a
     // replica shutting down and cancelling the calls it still has.
     const Millis delay = backoff.Next();

@@ -86,8 +86,8 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
     // earlier attempt finds another term and is ignored.
     auto term_box = std::make_shared<std::atomic<uint64_t>>(0);
     o.on_change = [this, term_box](const LockStatus& s) { OnChange(term_box->load(), s); };
-    o.on_revoke = [this, term_box](const std::string&, const std::string&) {
-      OnRevoke(term_box->load());
+    o.on_revoke = [this, term_box](const std::string& requester, const std::string& reason) {
+      OnRevoke(term_box->load(), requester, reason);
     };
     absl::StatusOr<Lock> got = client_->Acquire(name_, o);
     if (got.ok()) {
@@ -106,6 +106,7 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
     }
     const absl::Status& st = got.status();
     if (timeout == Millis(0)) return st;
+    if (WaitsAbandoned()) return st;  // AbandonWaits: no new wait
     if (absl::IsDeadlineExceeded(st)) continue;  // a replica's cap, or ours (checked above)
     if (absl::IsInvalidArgument(st)) {
       std::optional<Millis> max = MaxWaitFromError(st);
@@ -151,13 +152,15 @@ void Election::OnChange(uint64_t term, const LockStatus& status) {
   }
 }
 
-void Election::OnRevoke(uint64_t term) {
-  if (!options_.resign_on_revoke) return;
+void Election::OnRevoke(uint64_t term, const std::string& requester, const std::string& reason) {
+  if (!options_.resign_on_revoke && !options_.on_revoke) return;
   std::lock_guard<std::recursive_mutex> t(tell_mu_);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (term == 0 || term != term_) return;
   }
+  if (options_.on_revoke) options_.on_revoke(requester, reason);
+  if (!options_.resign_on_revoke) return;
   Tell(false, "REVOKED");
   // lock_ stays put while tell_mu_ is held (Campaign and Resign take it
   // first); mu_ is not held across Release, whose callbacks take it.

@@ -56,6 +56,12 @@ struct ElectionOptions {
   std::function<void(bool is_leader, const std::string& reason)> on_leadership;
   // Step down when asked to (REVOKE_REQUESTED).
   bool resign_on_revoke = true;
+  // Called when someone asks this leader to step down (Revoke by lease id,
+  // or a candidate with revoke_holders), before resigning if
+  // resign_on_revoke. With resign_on_revoke false the leader decides, e.g.
+  // stops its work first and then calls Resign. Library thread, must not
+  // block; never at the same time as on_leadership.
+  std::function<void(const std::string& requester, const std::string& reason)> on_revoke;
   // A lock-delay for the election's lock (AcquireOptions::lock_delay): a
   // leader that vanishes without resigning holds the next term back this
   // long.
@@ -93,7 +99,7 @@ class Election {
 
  private:
   void OnChange(uint64_t term, const LockStatus& status);
-  void OnRevoke(uint64_t term);
+  void OnRevoke(uint64_t term, const std::string& requester, const std::string& reason);
   // Tells on_leadership (serialized; only changes).
   void Tell(bool leader, const std::string& reason);
 
@@ -151,6 +157,18 @@ class MultiLock {
 // LockStatus.message starts with the lock's name).
 absl::StatusOr<MultiLock> AcquireAll(Client* client, const std::vector<std::string>& names,
                                      const AcquireOptions& options);
+
+// Abandons every wait for a lock in this process, now and from now on: a
+// Client::Acquire waiting for its grant (and so AcquireAll and
+// Election::Campaign) cancels its stream, so a live replica deletes the
+// waiting node at once, and returns CANCELLED; a later Acquire returns
+// CANCELLED without asking. Holds already granted are not touched. For a
+// program being stopped while it waits (the CLI on SIGINT or SIGTERM).
+// Irreversible; thread-safe (not async-signal-safe: call it from a thread,
+// e.g. one that takes signals with sigwait).
+void AbandonWaits();
+// Whether AbandonWaits was called.
+bool WaitsAbandoned();
 
 // The names in the order AcquireAll takes them, or INVALID_ARGUMENT (empty
 // list, an empty name, a duplicate). Pure.
