@@ -11,9 +11,9 @@
 #                                      (tests/go_live_test.py)
 #
 # OUTDIR gets: gopath/src/turnstile/client/go (a copy of this directory plus
-# the generated stubs in turnstilepb/), bin/conformance-runner, cache/ (the
-# Go build cache). lock.proto stays untouched: its Go package is given with
-# --go_opt=M / --go-grpc_opt=M.
+# the generated stubs in turnstilepb/, by install-gopath.sh),
+# bin/conformance-runner, bin/turnstile-go-example, cache/ (the Go build
+# cache).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -34,19 +34,9 @@ if [ "$mode" = test ] || [ "$mode" = live ]; then
   # The live tests skip themselves here (no TURNSTILE_LIVE_* replicas).
   exec env -u TURNSTILE_LIVE_A -u TURNSTILE_LIVE_B -u TURNSTILE_LIVE_MULTI -u TURNSTILE_LIVE_CAPPED go test -count=1 ./...
 fi
-mkdir -p "$src" "$out/bin" "$out/cache"
-# A fresh copy of the sources (no symlinks: the go tool resolves them badly).
-find "$src" -mindepth 1 -maxdepth 1 ! -name turnstilepb -exec rm -rf {} +
-(cd "$here" && tar --exclude=./go.mod --exclude=./go.sum --exclude=./turnstilepb --exclude=./gen-stubs.sh -cf - .) | (cd "$src" && tar -xf -)
-mkdir -p "$src/turnstilepb"
-protoc -I "$top/protos" \
-  --go_out="$src/turnstilepb" --go_opt=paths=source_relative \
-  --go_opt=Mturnstile/v1/lock.proto=$pkg/turnstilepb \
-  --go-grpc_out="$src/turnstilepb" --go-grpc_opt=paths=source_relative \
-  --go-grpc_opt=Mturnstile/v1/lock.proto=$pkg/turnstilepb \
-  "$top/protos/turnstile/v1/lock.proto"
-mv -f "$src/turnstilepb/turnstile/v1/"*.go "$src/turnstilepb/"
-rm -rf "$src/turnstilepb/turnstile"
+mkdir -p "$out/bin" "$out/cache"
+# The sources, their tests and the generated stubs, as a user's GOPATH gets them.
+"$here/install-gopath.sh" --with-tests "$out/gopath"
 cd "$src"
 go build ./...
 # Built aside and renamed: a runner still running keeps its old file.

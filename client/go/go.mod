@@ -1,7 +1,8 @@
 // For builds against current upstream gRPC in module mode (generate the
 // stubs first: client/go/gen-stubs.sh). The project itself builds and tests
 // this library offline in GOPATH mode against Debian's packages (build.sh):
-// Go 1.19, gRPC 1.33, protobuf-go 1.28; see the README's Go section.
+// Go 1.19, gRPC 1.33, protobuf-go 1.28; see client/go/README.md. It needs
+// Go >= 1.21 (the go line below) and is not built or tested by the project.
 module turnstile/client/go
 
 go 1.21
