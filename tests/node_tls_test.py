@@ -88,9 +88,14 @@ def main():
                       "--tls-key-file", os.path.join(pki, "server.key")]
         zk = harness.ZooKeeper(tmp)
         root = "/node-tls-%d" % os.getpid()
-        replicas.append(harness.Replica(build, zk, root, 0, server_tls))
+        # Each is SERVING before use; its health is checked as a TLS
+        # (and, for the second, a mutual TLS) client.
+        tls_env = dict(os.environ, TURNSTILE_TLS_CA_FILE=ca)
+        replicas.append(harness.Replica(build, zk, root, 0, server_tls, health_env=tls_env))
         replicas.append(harness.Replica(build, zk, root, 1,
-                                        server_tls + ["--tls-client-ca-file", ca]))
+                                        server_tls + ["--tls-client-ca-file", ca],
+                                        health_env=dict(tls_env, TURNSTILE_TLS_CERT_FILE=cert,
+                                                        TURNSTILE_TLS_KEY_FILE=key)))
         tls, mtls = replicas[0].address, replicas[1].address
 
         r = run_node(tls, "tls-lock", {"TURNSTILE_TLS_CA_FILE": ca})

@@ -136,27 +136,53 @@ def make_pki(tmp, clients):
 
 
 class Replica:
-    """One turnstiled process."""
+    """One turnstiled process, SERVING when the constructor returns.
 
-    def __init__(self, build, zk, root, index, extra=()):
+    turnstiled prints "listening on ADDR" as soon as its port is bound, but
+    answers UNAVAILABLE until its ZooKeeper sessions connect: listening is
+    not serving. So the constructor waits (with a deadline) until the health
+    check says SERVING, through `turnstile health` run with `health_env`
+    (default: this process's environment; a TLS replica needs the
+    TURNSTILE_TLS_* variables of a client it accepts). wait=False starts it
+    only, for a caller that starts several and then calls wait_serving on
+    each before its first use."""
+
+    def __init__(self, build, zk, root, index, extra=(), health_env=None, wait=True):
         self.index = index
+        extra = list(extra)
+        if wait and health_env is None and "--tls-cert-file" in extra:
+            raise Failure("replica %d uses TLS: give health_env (TURNSTILE_TLS_* of a client "
+                          "it accepts) so that its health can be checked" % index)
         argv = [os.path.join(build, "server", "turnstiled"), "--listen", "127.0.0.1:0",
                 "--zk", zk.connect, "--zk-root", root, "--metrics-listen", "",
                 "--zk-session-timeout", "4s", "--drain-timeout", "2s",
-                "--replica-id", "r%d" % index, "--log-level", "error"] + list(extra)
+                "--replica-id", "r%d" % index, "--log-level", "error"] + extra
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=None, text=True,
                                      start_new_session=True)
-        line = self.proc.stdout.readline()  # "turnstiled V listening on ADDR (...)"
+        # Its stdout is drained by a thread (so that it never blocks on a
+        # full pipe), which hands over the first line.
+        first = queue.Queue()
+        threading.Thread(target=self._drain, args=(first,), daemon=True).start()
+        try:
+            line = first.get(timeout=30)  # "turnstiled V listening on ADDR (...)"
+        except queue.Empty:
+            self.stop()
+            raise Failure("replica %d printed no address within 30 s" % index)
         words = line.split()
         if "listening" not in words:
+            self.stop()
             raise Failure("turnstiled printed %r, not its address" % line)
         self.address = words[words.index("on") + 1]
-        # Keep draining its stdout so that it never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
+        if wait:
+            self.wait_serving(build, dict(os.environ) if health_env is None else health_env)
 
-    def _drain(self):
-        for _ in self.proc.stdout:
-            pass
+    def _drain(self, first):
+        for line in self.proc.stdout:
+            if first is not None:
+                first.put(line)
+                first = None
+        if first is not None:
+            first.put("")  # it exited without a line
 
     def wait_serving(self, build, env, within_s=30):
         """Until its health check says SERVING (its ZooKeeper session is up):
@@ -168,8 +194,12 @@ class Replica:
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if r.returncode == 0:
                 return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise Failure("replica %d at %s is not serving" % (self.index, self.address))
+            if self.proc.poll() is not None:
+                raise Failure("replica %d at %s exited (%s) before SERVING"
+                              % (self.index, self.address, self.proc.returncode))
+            if time.monotonic() > deadline:
+                raise Failure("replica %d at %s is not SERVING within %d s"
+                              % (self.index, self.address, within_s))
             time.sleep(0.05)  # polling the health check: there is no event to wait on
 
     def signal(self, sig):
@@ -200,10 +230,11 @@ def live_replicas(build, tag, count=2, more=(), extra=None):
     try:
         zk = ZooKeeper(tmp)
         root = "/%s-%d" % (tag, os.getpid())
+        # Started together, then each waited for: none is used before SERVING.
         for i in range(count):
-            replicas.append(Replica(build, zk, root, i, (extra or {}).get(i, ())))
+            replicas.append(Replica(build, zk, root, i, (extra or {}).get(i, ()), wait=False))
         for j, flags in enumerate(more):
-            replicas.append(Replica(build, zk, root, count + j, flags))
+            replicas.append(Replica(build, zk, root, count + j, flags, wait=False))
         for r in replicas:
             r.wait_serving(build, dict(os.environ))
         dead = "127.0.0.1:%d" % free_port()  # nothing listens there
@@ -394,7 +425,7 @@ class Scenario:
                 extra = ["--tls-cert-file", tls["server"][0], "--tls-key-file", tls["server"][1],
                          "--tls-client-ca-file", tls["ca"]]
             for i in range(self.spec.get("replicas", 1)):
-                self.replicas.append(Replica(self.build, self.zk, root, i, extra))
+                self.replicas.append(Replica(self.build, self.zk, root, i, extra, wait=False))
             health_env = dict(os.environ)
             if tls is not None:
                 health_env["TURNSTILE_TLS_CA_FILE"] = tls["ca"]
