@@ -86,7 +86,8 @@ def generator():
 
 
 def generate(out_dir: str) -> None:
-    """Writes turnstile/v1/lock_pb2.py and lock_pb2_grpc.py under out_dir."""
+    """Writes turnstile/v1/lock_pb2.py, lock_pb2_grpc.py and a copy of
+    lock.proto under out_dir."""
     root = proto_root()
     cmd, name = generator()
     os.makedirs(os.path.join(out_dir, "turnstile", "v1"), exist_ok=True)
@@ -95,6 +96,8 @@ def generate(out_dir: str) -> None:
         os.path.join(root, PROTO), name))
     subprocess.run(cmd + includes + ["--python_out=" + out_dir, "--grpc_python_out=" + out_dir,
                                      os.path.join(root, PROTO)], check=True)
+    # The contract itself ships too, next to its stubs (turnstile/v1/lock.proto).
+    shutil.copyfile(os.path.join(root, PROTO), os.path.join(out_dir, PROTO))
 
 
 class BuildPyWithStubs(build_py):

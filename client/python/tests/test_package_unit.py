@@ -40,6 +40,12 @@ class PackageTest(unittest.TestCase):
         token = lock_pb2.Acquired(fencing_token=42).SerializeToString()
         self.assertEqual(lock_pb2.Acquired.FromString(token).fencing_token, 42)
 
+    def test_the_contract_ships_with_its_stubs(self):
+        import turnstile.v1
+        path = os.path.join(os.path.dirname(turnstile.v1.__file__), "lock.proto")
+        with open(path, encoding="utf-8") as f:
+            self.assertIn("service LockService", f.read())
+
     def test_no_environment_is_read_for_the_stubs(self):
         with open(turnstile.client.__file__, encoding="utf-8") as f:
             self.assertNotIn("TURNSTILE_PY_STUBS", f.read())
