@@ -11,6 +11,7 @@ set -euo pipefail
 mode=${1:?usage: go.sh setup WORK | go.sh run WORK SOURCE}
 work=${2:?usage: go.sh setup WORK | go.sh run WORK SOURCE}
 : "${TURNSTILE_SRC:?}"
+mkdir -p "$work"
 work=$(cd "$work" && pwd)
 export GO111MODULE=off GOPATH="$work/gopath:/usr/share/gocode" GOFLAGS= GOENV=off \
        GOPROXY=off CGO_ENABLED=0

@@ -10,6 +10,7 @@ set -euo pipefail
 mode=${1:?usage: java.sh setup WORK | java.sh run WORK SOURCE}
 work=${2:?usage: java.sh setup WORK | java.sh run WORK SOURCE}
 : "${TURNSTILE_SRC:?}" "${TURNSTILE_BUILD:?}"
+mkdir -p "$work"
 work=$(cd "$work" && pwd)
 case "$mode" in
   setup)
