@@ -476,6 +476,47 @@ def outcome(rc):
     return "exit code %d" % rc
 
 
+# Programs that end with exit code 3, and programs that do not build: what
+# `LANG.sh run` must report for docs_test to be able to fail at all.
+EXIT3 = {
+    "cpp": ("main.cc", "int main() { return 3; }\n"),
+    "python": ("main.py", "import sys\nsys.exit(3)\n"),
+    "node": ("main.js", "process.exit(3);\n"),
+    "java": ("Exit3.java", "public class Exit3 {\n  public static void main(String[] a) "
+             "{ System.exit(3); }\n}\n"),
+    "go": ("main.go", "package main\n\nimport \"os\"\n\nfunc main() { os.Exit(3) }\n"),
+}
+EXIT3["cpp-pkgconfig"] = EXIT3["cpp"]
+BROKEN = {
+    "cpp": ("main.cc", "int main() { return no_such_name; }\n"),
+    "java": ("Broken.java", "public class Broken {\n  public static void main(String[] a) "
+             "{ no_such_name(); }\n}\n"),
+    "go": ("main.go", "package main\n\nfunc main() { noSuchName() }\n"),
+}
+BROKEN["cpp-pkgconfig"] = BROKEN["cpp"]
+
+
+def check_runners(ctx, stack, langs):
+    """`LANG.sh run` passes a program's exit code through, and fails on a
+    program that does not build: else a broken block would pass."""
+    failures = []
+    for lang in langs:
+        if not ctx.setup.get(lang, {}).get("ok"):
+            continue  # reported with the consumer
+        for what, table, want in (("exit code 3", EXIT3, 3), ("a build error", BROKEN, None)):
+            if lang not in table:
+                continue
+            name, text = table[lang]
+            rc, secs, out, d = run_program(ctx, stack, lang, name, text, "check-" + lang)
+            ok = rc == want if want is not None else rc not in (0, None)
+            log("%s.sh run with %s: %s (%.1f s)" % (lang, what, "ok, " + outcome(rc) if ok
+                                                   else "FAIL, " + outcome(rc), secs))
+            if not ok:
+                failures.append("%s.sh run does not report %s (%s)\n%s"
+                                % (lang, what, outcome(rc), tail(out, 20)))
+    return failures
+
+
 # ---------------------------------------------------------------------------
 # Modes
 
@@ -825,7 +866,9 @@ def main():
         stack = Stack(ctx)
         try:
             if args.mode in ("consumers", "all"):
-                failures += ["consumer " + f for f in mode_consumers(ctx, stack, [l for l in LANGS if l in langs])]
+                chosen = [l for l in LANGS if l in langs]
+                failures += ["consumer " + f for f in mode_consumers(ctx, stack, chosen)]
+                failures += check_runners(ctx, stack, chosen)
             if args.mode in ("docs", "all"):
                 failures += ["docs " + f for f in mode_docs(ctx, stack, blocks, problems,
                                                              set(langs) | {"sh"})]
