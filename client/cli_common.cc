@@ -316,7 +316,13 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
     std::memset(&dfl, 0, sizeof(dfl));
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
+    // _Fork (glibc 2.34): no atfork handlers (gRPC's among them) run in a
+    // process with live streams; the child makes async-signal-safe calls only.
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    child = _Fork();
+#else
     child = fork();
+#endif
     if (child == 0) {
       // The child: async-signal-safe calls only. Killed with this process
       // (a parent-death signal; if the parent is gone already, now).
