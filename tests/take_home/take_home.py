@@ -158,7 +158,7 @@ class Block:
         return DEFAULT_NAME[self.info.lower()] if self.info.lower() in DEFAULT_NAME else None
 
 
-def code_blocks(text, doc):
+def code_blocks(text):
     """Every fenced block of a Markdown text, with the marker before it:
     yields (line, info, marker match or None, body or None when unterminated).
     Markers inside fences are text, not markers."""
@@ -220,7 +220,7 @@ def extract(path, doc):
     with open(path, encoding="utf-8") as f:
         text = f.read()
     blocks, problems, first = [], [], {}
-    for line, info, marker, body in code_blocks(text, doc):
+    for line, info, marker, body in code_blocks(text):
         lang = FENCE_LANG.get(info.lower())
         if lang and lang not in first:
             first[lang] = (line, marker is not None)
