@@ -1236,7 +1236,8 @@ void LockEngine::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
 // own delete). What the watch is for still holds:
 //   - a deletion by someone else (Release by lease id, an operator) is told
 //     as LOST(DELETED) at most kOwnWatchDelay plus a round trip later;
-//   - a release in that window that finds the node already gone says
+//   - a release that finds the node already gone (in that window, or
+//     before the watch's notification arrived) says
 //     LOST(DELETED), never RELEASED (OnDeleteFoundNoNode): nothing held is
 //     lost silently. A NO_NODE answer to the holder's own delete proves its
 //     session alive, so it is a deletion by someone else, not an expiry;
@@ -1274,13 +1275,15 @@ void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
   });
 }
 
-// The holder's own delete found no node. If it never read its node since
-// the grant (DeferOwnWatch) and the delete was answered the first time, the
-// node was deleted by someone else while the hold was unwatched: LOST, not
-// RELEASED. Otherwise (a watch would have told; or an earlier attempt of
-// this delete may have applied) it is this release's own doing.
+// The holder's own delete found no node. If the delete was answered the
+// first time, the node was deleted by someone else: LOST, not RELEASED. This
+// holds whether or not the hold watched its node: the watch's notification
+// of that deletion may still be on its way when the release is sent (seen
+// under load: RELEASED for a hold deleted through the other replica). Only a
+// retried delete (an earlier attempt may have applied) is this release's own
+// doing.
 void LockEngine::OnDeleteFoundNoNode(Contender* c) {
-  if (!c->sink || !c->announced || c->own_read || c->delete_retried) {
+  if (!c->sink || !c->announced || c->delete_retried) {
     OnDeleted(c, nullptr);
     return;
   }

@@ -169,12 +169,19 @@ TEST_F(HerdTest, ShortHoldsReadNothingAndADeletedHoldIsNeverReleased) {
     ASSERT_TRUE(lost);
     EXPECT_EQ(lost->lost().reason(), v1::Lost::DELETED) << lost->ShortDebugString();
   }
-  // Deleted through the other replica at once, then released by its
-  // holder: LOST(DELETED), whether or not its watch was set by then.
-  for (int i = 0; i < 5; ++i) {
+  // Deleted through the other replica, then released by its holder at once:
+  // LOST(DELETED), whether its watch was not set yet (even rounds) or was
+  // set and its notification may still be on the way (odd rounds).
+  for (int i = 0; i < 10; ++i) {
+    before = Calls::Of(r1_->zk());
     AcquireStream s(s1_.get(), OpenMsg("deleted", milliseconds(10000)));
     auto got = s.Await(AcquireEvent::ACQUIRED);
     ASSERT_TRUE(got);
+    if (i % 2 == 1) {
+      ASSERT_TRUE(WaitFor([&] {
+        return Calls::Of(r1_->zk())[ZkOp::kGetData] - before[ZkOp::kGetData] == 1u;
+      }, milliseconds(5000))) << "the hold never watched its node";
+    }
     ASSERT_TRUE(release_by_lease(got->acquired().lease_id()).ok());
     s.SendRelease();
     std::optional<AcquireEvent> end;
