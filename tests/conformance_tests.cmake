@@ -22,6 +22,7 @@ file(GLOB_RECURSE turnstile_go_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/c
 add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/go/build.stamp
                    COMMAND bash ${PROJECT_SOURCE_DIR}/client/go/build.sh ${CMAKE_BINARY_DIR}/go
                    DEPENDS ${turnstile_go_sources} ${PROJECT_SOURCE_DIR}/client/go/build.sh
+                           ${PROJECT_SOURCE_DIR}/client/go/install-gopath.sh
                            ${PROJECT_SOURCE_DIR}/protos/turnstile/v1/lock.proto
                    COMMENT "Go client library and conformance runner (client/go/build.sh)"
                    VERBATIM)
