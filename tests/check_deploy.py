@@ -220,7 +220,7 @@ def binary_facts(turnstiled, turnstile):
 
 
 def parse_duration_ms(text):
-    """turnstiled's duration syntax (server/flags.cc): 500ms, 10s, 2m, 1h; bare = seconds.
+    """turnstiled's duration syntax (client/common/flags.cc): 500ms, 10s, 2m, 1h; bare = seconds.
     None if it does not parse (turnstiled itself rejects it then)."""
     text, scale, num = str(text), 1000, str(text)
     for suf, mult in (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000)):
@@ -1917,34 +1917,36 @@ class Checker:
 
     # =========================================================================
     def check_readme(self):
+        """deploy/README.md (operating turnstile) names real services, ports
+        and files; the top README's set-up names the package list."""
         S = "readme"
-        p = self.path("README.md")
-        if not self.expect(os.path.isfile(p), S, "README.md exists"):
-            return
-        text = open(p, encoding="utf-8").read()
-        heads = re.findall(r"^## (.+)$", text, re.M)
-        for h in ("Try it with docker-compose", "Deploy on Kubernetes"):
-            self.expect(h in heads, S, f"README has section \"{h}\"")
-        if all(h in heads for h in ("Operating turnstile", "Try it with docker-compose", "Deploy on Kubernetes", "Limits and codes")):
-            self.expect(heads.index("Operating turnstile") < heads.index("Try it with docker-compose") <
-                        heads.index("Deploy on Kubernetes") < heads.index("Limits and codes"), S,
-                        "the sections sit between \"Operating turnstile\" and \"Limits and codes\"")
-        self.expect("docker compose up -d --build" in text and "kubectl apply -k deploy/k8s" in text, S,
-                    "README gives the compose and kubectl commands")
-        self.expect("tests/check_deploy.sh" in text, S, "README says the deployment files are checked by tests/check_deploy.sh")
-        self.expect(BUILD_LIST in text, S, f"README set-up names {BUILD_LIST}")
+        top = self.path("README.md")
+        if self.expect(os.path.isfile(top), S, "README.md exists"):
+            self.expect(BUILD_LIST in open(top, encoding="utf-8").read(), S,
+                        f"README set-up names {BUILD_LIST}")
         for f in ("tests/run.sh", "deploy/local/quickstart.sh"):
             t = open(self.path(f)).read() if os.path.isfile(self.path(f)) else ""
             self.expect("install-deps.sh" in t, S, f"{f} (README set-up) installs through install-deps.sh")
+        p = self.path("deploy/README.md")
+        if not self.expect(os.path.isfile(p), S, "deploy/README.md exists"):
+            return
+        text = open(p, encoding="utf-8").read()
+        heads = re.findall(r"^## (.+)$", text, re.M)
+        for h in ("docker-compose", "Kubernetes"):
+            self.expect(h in heads, S, f"deploy/README.md has section \"{h}\"")
+        self.expect("docker compose up -d --build" in text and "kubectl apply -k deploy/k8s" in text, S,
+                    "deploy/README.md gives the compose and kubectl commands")
+        self.expect("tests/check_deploy.sh" in text, S,
+                    "deploy/README.md says the deployment files are checked by tests/check_deploy.sh")
         services = self.compose.get("services") or {}
         for svc in sorted(set(re.findall(r"docker compose exec (?:-\S+ )*([a-z0-9-]+)", text))):
-            self.expect(svc in services, S, f"README's `docker compose exec {svc}` names a compose service")
+            self.expect(svc in services, S, f"deploy/README.md's `docker compose exec {svc}` names a compose service")
         published = {int(h) for (_, h, _) in self.compose.get("published", {})}
         for port in sorted({int(x) for x in re.findall(r"http://127\.0\.0\.1:(\d+)", text)}):
-            self.expect(port in published, S, f"README's http://127.0.0.1:{port} is a published compose port")
-        layout = text.split("## Layout", 1)[-1]
-        for item in ("docker-compose.yml", "(`docker/`", "(`k8s/`", "`check_deploy.sh`"):
-            self.expect(item in layout, S, f"Layout mentions {item}")
+            self.expect(port in published, S, f"deploy/README.md's http://127.0.0.1:{port} is a published compose port")
+        folder = text.split("## What is in this folder", 1)[-1].split("\n## ", 1)[0]
+        for item in ("`docker/`", "`k8s/`", "`k8s-mtls/`", "`compose/`"):
+            self.expect(item in folder, S, f"deploy/README.md's folder table names {item}")
 
     # =========================================================================
     # Issue 13: mutual TLS + authorization. make-dev-ca.sh (run in a temp dir),

@@ -362,9 +362,9 @@ MUTATIONS = [
     ("k8s-mtls: policy does not grant the example client", KP, '"spiffe://cluster.local/ns/turnstile/sa/example-client"',
      '"spiffe://cluster.local/ns/turnstile/sa/example"', "grants the example client"),
     # --- README ---
-    ("readme: exec into a service that does not exist", "README.md", "docker compose exec turnstile-1 turnstile describe demo",
+    ("readme: exec into a service that does not exist", "deploy/README.md", "docker compose exec turnstile-1 turnstile describe demo",
      "docker compose exec turnstile describe demo", "names a compose service"),
-    ("readme: URL on an unpublished port", "README.md", "http://127.0.0.1:9090", "http://127.0.0.1:9091",
+    ("readme: URL on an unpublished port", "deploy/README.md", "http://127.0.0.1:9090", "http://127.0.0.1:9091",
      "http://127.0.0.1:9091 is a published compose port"),
 ]
 
