@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/common/flags.h"
 #include "client/lib/client.h"
-#include "server/flags.h"
 
 namespace turnstile::cli {
 

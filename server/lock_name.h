@@ -1,8 +1,9 @@
-// Naming of locks, contenders and leases as they appear in ZooKeeper.
-// Every function here is a pure function over strings: user-chosen lock names
-// map reversibly onto single ZooKeeper path segments, contender node names and
-// lease ids are parsed strictly, and anything we would not have produced
-// ourselves is rejected (or, for foreign children, reported as nullopt).
+// Naming of contenders and leases as they appear in ZooKeeper, and what
+// their nodes hold. Every function here is a pure function over strings:
+// contender node names and lease ids are parsed strictly, and anything we
+// would not have produced ourselves is rejected (or, for foreign children,
+// reported as nullopt). Lock names themselves (validation, the encoding into
+// a path segment) are shared with the clients: client/common/lock_name.h.
 //
 // Layout in ZooKeeper: /<root>/<EncodeLockName(name)>/<contender-node>, where
 // the contender node is created EPHEMERAL_SEQUENTIAL from the prefix
@@ -21,39 +22,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/common/lock_name.h"
 
 namespace turnstile {
-
-inline constexpr size_t kMaxLockNameBytes = 256;
 
 // Lease ids carry an encoded segment (at most 3 * kMaxLockNameBytes bytes)
 // plus a contender node name, so 1024 bytes is a generous but finite bound.
 inline constexpr size_t kMaxLeaseIdBytes = 1024;
 
-// INVALID_ARGUMENT if `name` is empty, longer than kMaxLockNameBytes bytes,
-// not valid UTF-8, or contains control characters U+0000..U+001F or
-// U+007F..U+009F. The message names field "name" and the limit.
-absl::Status ValidateLockName(absl::string_view name);
-
-// Reversible escaping of a valid lock name into ONE valid ZooKeeper path
-// segment. Bytes in [A-Za-z0-9] and "_-.:@+=,~" pass through, every other
-// byte becomes %XX (uppercase hex). A name consisting only of dots has every
-// dot escaped, because ZooKeeper forbids the segments "." and "..".
-// REQUIRES: ValidateLockName(name).ok()
-std::string EncodeLockName(absl::string_view name);
-
-// Inverse of EncodeLockName. INVALID_ARGUMENT for any segment EncodeLockName
-// cannot produce, so the encoding is canonical:
-// EncodeLockName(*DecodeLockName(s)) == s for every accepted s.
-absl::StatusOr<std::string> DecodeLockName(absl::string_view segment);
-
 // Node-name letters 'x' (exclusive), 's' (shared), 'n' (an N-holder
 // semaphore: "n<N>-...", N in its name).
 enum class ContenderKind { kExclusive, kShared, kSemaphore };
-
-// The largest N a semaphore contender's node name may carry (the replica's
-// --max-semaphore-holders is at most this).
-inline constexpr int32_t kMaxSemaphoreHoldersEver = 100000;
 
 // A parsed contender node name "<k>-<uid>-<seq>": k is 'x', 's', or 'n'
 // followed by N in decimal (1..kMaxSemaphoreHoldersEver, no leading zero);

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <pthread.h>
 
-#include "server/flags.h"
+#include "client/common/flags.h"
 #include "server/replica.h"
 
 int main(int argc, char** argv) {

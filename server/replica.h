@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/flags.h"
+#include "client/common/flags.h"
 #include "server/lock_engine.h"
 #include "server/lock_observers.h"
 #include "server/timer_queue.h"

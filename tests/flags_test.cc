@@ -1,4 +1,4 @@
-#include "server/flags.h"
+#include "client/common/flags.h"
 
 #include <gtest/gtest.h>
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/lock_name.h"
 #include "gtest/gtest.h"
 
 namespace turnstile {

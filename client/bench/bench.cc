@@ -19,7 +19,7 @@
 #include "client/bench/bare_grpc.h"
 #include "client/bench/bench_internal.h"
 #include "client/bench/security.h"
-#include "server/flags.h"
+#include "client/common/flags.h"
 
 namespace turnstile::bench {
 namespace {

@@ -26,7 +26,7 @@
 
 #include "client/bench/acquire_call.h"
 #include "client/bench/bare_grpc.h"
-#include "server/lock_name.h"
+#include "client/common/lock_name.h"
 
 namespace turnstile::bench {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/flags.h"
+#include "client/common/flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args = {"fuzz"};

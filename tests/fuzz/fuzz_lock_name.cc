@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/lock_name.h"
+#include "client/common/lock_name.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);

@@ -1,8 +1,8 @@
 // Flags: a small command-line parser where every flag has a TURNSTILE_*
 // environment variable; a flag on the command line wins over the variable,
 // which wins over the default. Not thread-safe (parse once at start).
-#ifndef TURNSTILE_SERVER_FLAGS_H_
-#define TURNSTILE_SERVER_FLAGS_H_
+#ifndef TURNSTILE_CLIENT_COMMON_FLAGS_H_
+#define TURNSTILE_CLIENT_COMMON_FLAGS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -59,4 +59,4 @@ class FlagSet {
 
 }  // namespace turnstile
 
-#endif  // TURNSTILE_SERVER_FLAGS_H_
+#endif  // TURNSTILE_CLIENT_COMMON_FLAGS_H_
