@@ -301,6 +301,7 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
     return 2;
   }
   if (!bare_server_set) o->bare_server = SiblingProgram("turnstile-bare-server");
+  o->zk_floor = SiblingProgram("turnstile-zk-floor");
   if (o->quick) {
     if (!duration_set) o->duration = Millis(1000);
     if (!warmup_set) o->warmup = Millis(500);
@@ -459,7 +460,7 @@ void PrintUsage(const SideUsage& t, uint64_t t_cycles, const SideUsage& f, uint6
   line("turnstile: turnstiled", t.server, t_cycles);
   line("turnstile: client side (this bench)", t.self, t_cycles);
   line("turnstile: ZooKeeper", t.zk, t_cycles);
-  line("floor: its process (this bench)", f.self, f_cycles);
+  line("floor: its process (turnstile-zk-floor)", f.self, f_cycles);
   line("floor: ZooKeeper", f.zk, f_cycles);
   const double t_zk = per(t.zk, t_cycles, true), f_zk = per(f.zk, f_cycles, true);
   std::printf("  ZooKeeper CPU per turnstile cycle / per floor cycle: %s\n",
@@ -629,7 +630,8 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
       },
       [&](int) {
         if (fs.errors == 0) {
-          fs.Merge(meter.Measure(&fu, false, [&] { return floor->Cycles(w, clients, slice); }));
+          fs.Merge(meter.Measure(
+              &fu, false, [&] { return floor->Cycles(w, clients, slice); }, floor->pid()));
         }
         return fs.errors == 0;
       });
@@ -732,8 +734,9 @@ bool RunW2(const BenchOptions& o) {
         // every other slot, so neither sits nearer the start on average.
         auto cycles = [&] {
           if (fs.errors == 0) {
-            fs.Merge(meter.Measure(&fu, false,
-                                   [&] { return floor->ContendedLock("w2", clients, slice); }));
+            fs.Merge(meter.Measure(
+                &fu, false, [&] { return floor->ContendedLock("w2", clients, slice); },
+                floor->pid()));
           }
         };
         auto handoffs = [&] {

@@ -42,7 +42,8 @@
 // over each such replica (TLS, mutual TLS, mutual TLS with a policy of N
 // rules), interleaved, each reported as a ratio to plaintext and the
 // largest policy over the smallest ("wN-security" tables and JSON lines).
-// W1..W4 also run a raw-ZooKeeper floor (ZkSession, no gRPC) and print
+// W1..W4 also run a raw-ZooKeeper floor (turnstile-zk-floor: ZkSession, no
+// gRPC, in a process of its own) and print
 // turnstile/floor per metric. Each workload prints a table and one line
 // "BENCH_JSON {...}"; each heading and JSON line names --zk-fsync.
 //

@@ -1,6 +1,7 @@
 // Internals of turnstile bench: options, statistics, results, and the two
-// sides of every workload (turnstile over gRPC; the raw-ZooKeeper floor over
-// ZkSession). Not a public API.
+// sides of every workload (turnstile over gRPC; the raw-ZooKeeper floor,
+// which the turnstile-zk-floor program runs over ZkSession). Not a public
+// API.
 #ifndef TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_
 #define TURNSTILE_CLIENT_BENCH_BENCH_INTERNAL_H_
 
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "client/json_quote.h"
-#include "server/zk_session.h"
 
 namespace grpc {
 class ChannelCredentials;
@@ -96,6 +96,9 @@ struct BenchOptions {
   // replica does; "" = not measured. Defaults to turnstile-bare-server next
   // to the running program, if there is one.
   std::string bare_server;
+  // The floor's program (turnstile-zk-floor, next to the running program):
+  // W1..W4's floor sides and W5's node counts talk to ZooKeeper through it.
+  std::string zk_floor;
   // W1..W3 also over these (TLS, mutual TLS, a policy), interleaved with a
   // plaintext side on `server` (see security.cc).
   std::vector<SecureServer> secure;
@@ -166,7 +169,7 @@ struct SideUsage {
     bool known = true;  // false once a reading failed (no pid, or gone)
   };
   Process server;  // turnstiled (the turnstile side only)
-  Process self;    // this process: turnstile's client side, or the floor
+  Process self;    // this process (turnstile's client side), or the floor's
   Process zk;      // ZooKeeper
 };
 
@@ -175,12 +178,13 @@ class UsageMeter {
  public:
   explicit UsageMeter(const BenchOptions& o) : o_(o) {}
   // Runs `fn` and adds each process's usage over it to `into`; `server`:
-  // whether the replica's usage belongs to this side.
+  // whether the replica's usage belongs to this side; `self_pid`: the
+  // side's own process (0 = this one; the floor's is turnstile-zk-floor).
   template <typename F>
-  auto Measure(SideUsage* into, bool server, F&& fn) {
-    const Snapshot before = Take();
+  auto Measure(SideUsage* into, bool server, F&& fn, int self_pid = 0) {
+    const Snapshot before = Take(self_pid);
     auto result = fn();
-    Add(before, Take(), server, into);
+    Add(before, Take(self_pid), server, into);
     return result;
   }
 
@@ -189,7 +193,7 @@ class UsageMeter {
     double cpu[3] = {-1, -1, -1};
     int64_t switches[3] = {-1, -1, -1};
   };
-  Snapshot Take() const;
+  Snapshot Take(int self_pid) const;
   static void Add(const Snapshot& a, const Snapshot& b, bool server, SideUsage* into);
   const BenchOptions& o_;
 };
@@ -420,14 +424,19 @@ HerdResult RunTurnstileHerd(const BenchOptions& o, const std::string& lock_name,
 // spread locks at once) and checked. `lock_prefix` starts every lock name.
 ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_prefix);
 
-// --- the floor side (ZkSession) ---------------------------------------------
+// --- the floor side (turnstile-zk-floor) --------------------------------------
 
+class FloorProcess;
+
+// The floor's workloads, run by a turnstile-zk-floor process of this Floor's
+// own (server/zk_floor): the bench holds no ZooKeeper session itself.
 class Floor {
  public:
-  // Connects two sessions (the second only watches, for W2's delete->watch
-  // latency) and creates the persistent root /turnstile-bench-floor-<tag>.
+  // Starts o.zk_floor, which connects two sessions (the second only
+  // watches, for W2's delete->watch latency) and creates the persistent
+  // root /turnstile-bench-floor-<tag>.
   static std::unique_ptr<Floor> Open(const BenchOptions& o, std::string* error);
-  ~Floor();  // deletes the whole root, then closes the sessions
+  ~Floor();  // the process deletes the whole root, closes its sessions, exits
   Floor(const Floor&) = delete;
   Floor& operator=(const Floor&) = delete;
 
@@ -450,25 +459,27 @@ class Floor {
   // W4 floor: a chain of n+1 sequential nodes on one session, each watched
   // (getData) by its successor; deleting the first, and each successor
   // deleting itself when its watch fires, gives n handoffs.
+  // ZooKeeper's counters (mntr) are read by the bench around the drain.
   HerdResult Chain(const std::string& tag, int n);
 
   const std::string& root() const { return root_; }
+  // The floor's process: the floor side's CPU and context switches are its.
+  int pid() const;
 
  private:
   Floor() = default;
-  // Creates the persistent node `path` unless this Floor already did.
-  bool Ensure(const std::string& path, std::string* error);
+  // One measured slice: `command`, whose workload runs for `duration`.
+  CycleSamples Slice(const std::string& command, Millis duration);
 
-  std::set<std::string> made_;
-  std::unique_ptr<ZkSession> zk_;
-  std::unique_ptr<ZkSession> watcher_;
+  std::unique_ptr<FloorProcess> process_;
   std::string root_;
   std::string zk_connect_;
 };
 
 // Children of each ZooKeeper node in `paths` (a missing node counts 0), read
-// over a session of its own; false + *error if ZooKeeper cannot be asked.
-bool CountChildren(const std::string& zk_connect, const std::vector<std::string>& paths,
+// by a turnstile-zk-floor process with a session of its own; false + *error
+// if ZooKeeper cannot be asked.
+bool CountChildren(const BenchOptions& o, const std::vector<std::string>& paths,
                    std::vector<int>* counts, std::string* error);
 
 // --- output -----------------------------------------------------------------

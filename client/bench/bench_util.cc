@@ -172,9 +172,10 @@ int64_t ProcessContextSwitches(int pid) {
   return total;
 }
 
-UsageMeter::Snapshot UsageMeter::Take() const {
+UsageMeter::Snapshot UsageMeter::Take(int self_pid) const {
   Snapshot s;
-  const int pids[3] = {o_.server_pid, static_cast<int>(getpid()), o_.zk_pid};
+  const int pids[3] = {o_.server_pid, self_pid > 0 ? self_pid : static_cast<int>(getpid()),
+                       o_.zk_pid};
   for (int i = 0; i < 3; ++i) {
     if (pids[i] <= 0) continue;
     s.cpu[i] = ProcessCpuSeconds(pids[i]);

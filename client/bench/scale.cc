@@ -576,7 +576,7 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
   // after the drain means something.
   std::vector<int> nodes;
   std::string zk_error;
-  if (!CountChildren(o.zk, lock_paths, &nodes, &zk_error)) {
+  if (!CountChildren(o, lock_paths, &nodes, &zk_error)) {
     return abort_run("listing the lock nodes while all wait: " + zk_error);
   }
   if (std::all_of(nodes.begin(), nodes.end(), [](int n) { return n == 0; })) {
@@ -660,7 +660,7 @@ ScaleResult RunTurnstileScale(const BenchOptions& o, const std::string& lock_pre
   // Every contender's node must be gone (the lock nodes are containers:
   // empty, or already removed by ZooKeeper).
   std::vector<int> left;
-  if (!CountChildren(o.zk, lock_paths, &left, &zk_error)) {
+  if (!CountChildren(o, lock_paths, &left, &zk_error)) {
     r.error = "listing the lock nodes after the drain: " + zk_error;
     return r;
   }

@@ -1,536 +1,294 @@
-// The raw-ZooKeeper floor: the same workloads done directly with ZkSession
-// (the async session turnstiled itself uses), without gRPC or the engine.
-// Every callback runs on the session's completion thread and never blocks.
+// The raw-ZooKeeper floor, driven from the bench: turnstile-zk-floor
+// (server/zk_floor) runs the floor's workloads over ZkSession in a process
+// of its own; this file starts it, sends it one command per line and parses
+// its one-line replies (the protocol is in server/zk_floor/main.cc).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <cstdlib>
-#include <future>
-#include <memory>
-#include <mutex>
-#include <thread>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
 #include <utility>
+#include <vector>
 
 #include "client/bench/bench_internal.h"
 
 namespace turnstile::bench {
-namespace {
 
-constexpr Millis kOpTimeout(10000);
-
-std::string CodeText(const char* what, const std::string& path, ZkCode code) {
-  return std::string(what) + " " + path + ": " + ZkCodeName(code);
-}
-
-std::unique_ptr<ZkSession> Connect(const std::string& connect, std::string* error) {
-  ZkClientOptions options;
-  options.connect_string = connect;
-  options.session_timeout = Millis(10000);
-  std::unique_ptr<ZkSession> zk = NewZkClientSession(options);
-  auto state = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
-  auto connected = std::make_shared<bool>(false);
-  zk->SetSessionListener([state, connected](SessionEvent e) {
-    if (e != SessionEvent::kConnected) return;
-    std::lock_guard<std::mutex> l(state->first);
-    *connected = true;
-    state->second.notify_all();
-  });
-  absl::Status s = zk->Start();
-  if (!s.ok()) {
-    *error = "ZooKeeper session to " + connect + ": " + std::string(s.message());
-    return nullptr;
+// turnstile-zk-floor as a child of this process. The child gets SIGTERM if
+// the bench's thread ends first (PR_SET_PDEATHSIG), so a killed bench
+// leaves no floor behind.
+class FloorProcess {
+ public:
+  ~FloorProcess() {
+    if (in_ >= 0) close(in_);  // end of its stdin: it deletes its root, exits
+    if (pid_ > 0) Reap(Clock::now() + Millis(30000));
+    if (out_ >= 0) close(out_);
   }
-  std::unique_lock<std::mutex> l(state->first);
-  if (!state->second.wait_for(l, Millis(15000), [&] { return *connected; })) {
-    l.unlock();
-    zk->Close();
-    *error = "cannot connect to ZooKeeper at " + connect + " within 15 s";
-    return nullptr;
-  }
-  return zk;
-}
 
-// Blocking helpers (main thread only), bounded by kOpTimeout.
-ZkCode SyncCreate(ZkSession& zk, const std::string& path, CreateMode mode,
-                  std::string* created = nullptr) {
-  auto p = std::make_shared<std::promise<std::pair<ZkCode, std::string>>>();
-  auto f = p->get_future();
-  zk.Create(path, "", mode, [p](ZkCode c, const std::string& out, const ZkStat&) {
-    p->set_value({c, out});
-  });
-  if (f.wait_for(kOpTimeout) != std::future_status::ready) return ZkCode::kConnectionLoss;
-  auto [code, out] = f.get();
-  if (created != nullptr) *created = out;
-  return code;
-}
-
-ZkCode SyncDelete(ZkSession& zk, const std::string& path) {
-  auto p = std::make_shared<std::promise<ZkCode>>();
-  auto f = p->get_future();
-  zk.Delete(path, -1, [p](ZkCode c) { p->set_value(c); });
-  if (f.wait_for(kOpTimeout) != std::future_status::ready) return ZkCode::kConnectionLoss;
-  return f.get();
-}
-
-ZkCode SyncChildren(ZkSession& zk, const std::string& path, std::vector<std::string>* out) {
-  auto p = std::make_shared<std::promise<std::pair<ZkCode, std::vector<std::string>>>>();
-  auto f = p->get_future();
-  zk.GetChildren(path, [p](ZkCode c, const std::vector<std::string>& v) {
-    p->set_value({c, v});
-  });
-  if (f.wait_for(kOpTimeout) != std::future_status::ready) return ZkCode::kConnectionLoss;
-  auto [code, v] = f.get();
-  *out = std::move(v);
-  return code;
-}
-
-// Deletes `path` and everything under it (bounded depth: the floor's tree is
-// root/parent/node).
-void DeleteTree(ZkSession& zk, const std::string& path, int depth = 0) {
-  std::vector<std::string> kids;
-  if (depth < 4 && SyncChildren(zk, path, &kids) == ZkCode::kOk) {
-    for (const std::string& k : kids) DeleteTree(zk, path + "/" + k, depth + 1);
-  }
-  SyncDelete(zk, path);
-}
-
-// The 10-digit sequence suffix of a sequential node name.
-int64_t Sequence(const std::string& name) {
-  if (name.size() < 10) return -1;
-  return std::strtoll(name.c_str() + name.size() - 10, nullptr, 10);
-}
-
-std::string BaseName(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
-// Shared by the loops of one cycle workload.
-struct LoopState {
-  std::mutex mu;
-  std::condition_variable cv;
-  Clock::time_point start{}, end{};
-  int active = 0;
-  bool stop = false;
-  uint64_t cycles = 0;
-  std::vector<double> cycle_ms;
-  uint64_t errors = 0;
-  std::string first_error;
-  // Contended lock: every node with a smaller sequence than the latest
-  // grant is gone (what turnstile's engine shares between local contenders).
-  int64_t granted_seq = -1;
-
-  // Records one finished cycle; true if the loop should run another.
-  bool Record(Clock::time_point t0, Clock::time_point t) {
-    std::lock_guard<std::mutex> l(mu);
-    if (t <= end) {
-      ++cycles;
-      cycle_ms.push_back(ToMs(t - t0));
+  // Starts `program --zk zk [--root root]` and waits for its "ready".
+  bool Start(const std::string& program, const std::string& zk, const std::string& root,
+             std::string* error) {
+    if (program.empty()) {
+      *error = "turnstile-zk-floor not found next to this program";
+      return false;
     }
-    return !stop && t < end;
-  }
-  void LoopDone() {
-    std::lock_guard<std::mutex> l(mu);
-    --active;
-    cv.notify_all();
-  }
-  void Fail(const std::string& what) {
-    {
-      std::lock_guard<std::mutex> l(mu);
-      ++errors;
-      if (first_error.empty()) first_error = what;
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0) {
+      *error = "pipe: " + std::string(std::strerror(errno));
+      return false;
     }
-    LoopDone();
-  }
-};
-
-// Waits for every loop to finish (they stop starting cycles at `end`).
-CycleSamples Collect(const std::shared_ptr<LoopState>& s) {
-  CycleSamples r;
-  r.slices = 1;
-  std::unique_lock<std::mutex> l(s->mu);
-  if (!s->cv.wait_until(l, s->end + Millis(30000), [&] { return s->active == 0; })) {
-    s->stop = true;
-    s->cv.wait_for(l, Millis(10000), [&] { return s->active == 0; });
-    if (s->active != 0) {
-      ++s->errors;
-      if (s->first_error.empty()) s->first_error = "floor loops did not finish in time";
+    if (pipe2(from_child, O_CLOEXEC) != 0) {
+      *error = "pipe: " + std::string(std::strerror(errno));
+      close(to_child[0]);
+      close(to_child[1]);
+      return false;
     }
-  }
-  r.seconds = std::chrono::duration<double>(s->end - s->start).count();
-  r.cycles = s->cycles;
-  r.cycle_ms = s->cycle_ms;
-  r.errors = s->errors;
-  r.error = s->first_error;
-  return r;
-}
-
-// create(ES) -> getChildren -> delete, again until the end.
-void CreateListDelete(std::shared_ptr<LoopState> s, ZkSession* zk, std::string parent) {
-  const Clock::time_point t0 = Clock::now();
-  zk->Create(parent + "/n-", "", CreateMode::kEphemeralSequential,
-             [s, zk, parent, t0](ZkCode c, const std::string& path, const ZkStat&) {
-               if (c != ZkCode::kOk) return s->Fail(CodeText("create", parent, c));
-               zk->GetChildren(parent, [s, zk, parent, path, t0](ZkCode c,
-                                                                 const std::vector<std::string>&) {
-                 if (c != ZkCode::kOk) return s->Fail(CodeText("getChildren", parent, c));
-                 zk->Delete(path, -1, [s, zk, parent, path, t0](ZkCode c) {
-                   if (c != ZkCode::kOk) return s->Fail(CodeText("delete", path, c));
-                   if (s->Record(t0, Clock::now())) {
-                     CreateListDelete(s, zk, parent);
-                   } else {
-                     s->LoopDone();
-                   }
-                 });
-               });
-             });
-}
-
-// One client of the raw contended lock: the herd-free recipe turnstile
-// implements, without re-listing and with grants shared on the session.
-struct RecipeClient : std::enable_shared_from_this<RecipeClient> {
-  std::shared_ptr<LoopState> s;
-  ZkSession* zk = nullptr;
-  std::string parent;
-  std::string mine;  // full path of this client's node
-  int64_t seq = -1;
-  std::vector<std::pair<int64_t, std::string>> ahead;  // ascending
-  Clock::time_point t0{};
-
-  void Join() {
-    t0 = Clock::now();
-    auto self = shared_from_this();
-    zk->Create(parent + "/n-", "", CreateMode::kEphemeralSequential,
-               [self](ZkCode c, const std::string& path, const ZkStat&) {
-                 if (c != ZkCode::kOk) return self->s->Fail(CodeText("create", self->parent, c));
-                 self->mine = path;
-                 self->seq = Sequence(BaseName(path));
-                 self->zk->GetChildren(self->parent, [self](ZkCode c,
-                                                            const std::vector<std::string>& kids) {
-                   if (c != ZkCode::kOk) {
-                     return self->s->Fail(CodeText("getChildren", self->parent, c));
-                   }
-                   self->ahead.clear();
-                   for (const std::string& k : kids) {
-                     int64_t q = Sequence(k);
-                     if (q >= 0 && q < self->seq) self->ahead.push_back({q, k});
-                   }
-                   std::sort(self->ahead.begin(), self->ahead.end());
-                   self->Next();
-                 });
-               });
-  }
-
-  void Next() {
-    int64_t granted;
-    {
-      std::lock_guard<std::mutex> l(s->mu);
-      granted = s->granted_seq;
+    // A floor that died must not kill the bench when a command is written
+    // to it: the write fails with EPIPE instead (and the bench reports it).
+    signal(SIGPIPE, SIG_IGN);
+    // Prepared before fork: the child may only make async-signal-safe calls.
+    std::vector<const char*> argv = {program.c_str(), "--zk", zk.c_str()};
+    if (!root.empty()) {
+      argv.push_back("--root");
+      argv.push_back(root.c_str());
     }
-    ahead.erase(std::remove_if(ahead.begin(), ahead.end(),
-                               [&](const auto& a) { return a.first < granted; }),
-                ahead.end());
-    if (ahead.empty()) return Acquired();
-    auto self = shared_from_this();
-    const std::string target = parent + "/" + ahead.back().second;
-    zk->GetData(
-        target,
-        [self, target](WatchEventType e) {
-          if (e == WatchEventType::kDeleted) self->Gone(target);
-          self->Next();
-        },
-        [self, target](ZkCode c, const std::string&, const ZkStat&) {
-          if (c == ZkCode::kNoNode) {
-            self->Gone(target);
-            self->Next();
-          } else if (c != ZkCode::kOk) {
-            self->s->Fail(CodeText("getData", target, c));
-          }  // kOk: the watch is armed; wait for it
-        });
-  }
-
-  void Gone(const std::string& target) {
-    const std::string name = BaseName(target);
-    ahead.erase(std::remove_if(ahead.begin(), ahead.end(),
-                               [&](const auto& a) { return a.second == name; }),
-                ahead.end());
-  }
-
-  void Acquired() {
-    {
-      std::lock_guard<std::mutex> l(s->mu);
-      s->granted_seq = std::max(s->granted_seq, seq);
+    argv.push_back(nullptr);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      *error = "fork: " + std::string(std::strerror(errno));
+      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+      return false;
     }
-    auto self = shared_from_this();
-    zk->Delete(mine, -1, [self](ZkCode c) {
-      if (c != ZkCode::kOk) return self->s->Fail(CodeText("delete", self->mine, c));
-      if (self->s->Record(self->t0, Clock::now())) {
-        self->Join();
-      } else {
-        self->s->LoopDone();
-      }
-    });
-  }
-};
-
-}  // namespace
-
-bool CountChildren(const std::string& zk_connect, const std::vector<std::string>& paths,
-                   std::vector<int>* counts, std::string* error) {
-  SetZkClientLogLevel("error");
-  std::unique_ptr<ZkSession> zk = Connect(zk_connect, error);
-  if (zk == nullptr) return false;
-  counts->clear();
-  bool ok = true;
-  for (const std::string& path : paths) {
-    std::vector<std::string> kids;
-    ZkCode c = SyncChildren(*zk, path, &kids);
-    if (c == ZkCode::kNoNode) kids.clear();  // a container node already reaped
-    if (c != ZkCode::kOk && c != ZkCode::kNoNode) {
-      *error = CodeText("getChildren", path, c);
-      ok = false;
-      break;
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(127);  // the bench is already gone
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      execv(argv[0], const_cast<char* const*>(argv.data()));
+      _exit(127);
     }
-    counts->push_back(static_cast<int>(kids.size()));
-  }
-  zk->Close();
-  return ok;
-}
-
-std::unique_ptr<Floor> Floor::Open(const BenchOptions& o, std::string* error) {
-  SetZkClientLogLevel("error");
-  std::unique_ptr<Floor> f(new Floor());
-  f->zk_connect_ = o.zk;
-  f->zk_ = Connect(o.zk, error);
-  if (f->zk_ == nullptr) return nullptr;
-  f->watcher_ = Connect(o.zk, error);
-  if (f->watcher_ == nullptr) return nullptr;
-  f->root_ = "/turnstile-bench-floor-" + o.run_tag;
-  ZkCode c = SyncCreate(*f->zk_, f->root_, CreateMode::kPersistent);
-  if (c != ZkCode::kOk && c != ZkCode::kNodeExists) {
-    *error = CodeText("create", f->root_, c);
-    f->root_.clear();
-    return nullptr;
-  }
-  return f;
-}
-
-Floor::~Floor() {
-  if (zk_ != nullptr && !root_.empty()) DeleteTree(*zk_, root_);
-  if (watcher_ != nullptr) watcher_->Close();
-  if (zk_ != nullptr) zk_->Close();
-}
-
-bool Floor::Ensure(const std::string& path, std::string* error) {
-  if (made_.count(path)) return true;
-  ZkCode c = SyncCreate(*zk_, path, CreateMode::kPersistent);
-  if (c != ZkCode::kOk) {
-    *error = CodeText("create", path, c);
+    close(to_child[0]);
+    close(from_child[1]);
+    pid_ = started_pid_ = pid;
+    in_ = to_child[1];
+    out_ = from_child[0];
+    std::string line;
+    if (!ReadLine(Clock::now() + Millis(30000), &line)) {
+      *error = program + " did not answer within 30 s";
+    } else if (line != "ready") {
+      *error = line.rfind("error ", 0) == 0 ? line.substr(6) : program + ": \"" + line + "\"";
+    } else {
+      return true;
+    }
+    close(in_);
+    in_ = -1;
+    Reap(Clock::now() + Millis(10000));
     return false;
   }
-  made_.insert(path);
+
+  // Sends `command` and returns its reply line; false + *error if the floor
+  // did not answer by `deadline` (it is then stopped).
+  bool Call(const std::string& command, Clock::time_point deadline, std::string* reply,
+            std::string* error) {
+    if (pid_ <= 0 || in_ < 0) {
+      *error = "turnstile-zk-floor is not running";
+      return false;
+    }
+    const std::string line = command + "\n";
+    size_t sent = 0;
+    while (sent < line.size()) {
+      const ssize_t n = write(in_, line.data() + sent, line.size() - sent);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        *error = "turnstile-zk-floor: write: " + std::string(std::strerror(errno));
+        return false;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    if (ReadLine(deadline, reply)) return true;
+    *error = "turnstile-zk-floor did not answer \"" + command.substr(0, 40) + "\" in time";
+    kill(pid_, SIGKILL);
+    close(in_);
+    in_ = -1;
+    Reap(Clock::now() + Millis(10000));
+    return false;
+  }
+
+  int pid() const { return started_pid_; }
+
+ private:
+  // One line from the floor's stdout (without its '\n'), by `deadline`.
+  bool ReadLine(Clock::time_point deadline, std::string* line) {
+    for (;;) {
+      const size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        *line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return true;
+      }
+      const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{out_, POLLIN, 0};
+      const int n = poll(&p, 1, static_cast<int>(left));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      char buf[65536];
+      const ssize_t got = read(out_, buf, sizeof(buf));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      buffer_.append(buf, static_cast<size_t>(got));
+    }
+  }
+
+  // Waits for the exit until `deadline`, SIGKILL after that.
+  void Reap(Clock::time_point deadline) {
+    int status = 0;
+    while (Clock::now() < deadline) {
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) {
+        pid_ = -1;
+        return;
+      }
+      // Its stdout closes when it exits: wait for that, not a fixed time.
+      pollfd p{out_, POLLIN, 0};
+      poll(&p, 1, 100);
+      if (p.revents != 0) {
+        char buf[4096];
+        if (read(out_, buf, sizeof(buf)) <= 0) {
+          waitpid(pid_, &status, 0);
+          pid_ = -1;
+          return;
+        }
+      }
+    }
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid_ = -1;  // until reaped
+  pid_t started_pid_ = 0;
+  int in_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+};
+
+namespace {
+
+// A reply's "ok" or "error TEXT".
+bool ReplyOk(std::istringstream& in, const std::string& reply, std::string* error) {
+  std::string status;
+  in >> status;
+  if (status == "ok") return true;
+  *error = status == "error" && reply.size() > 6 ? reply.substr(6) : "turnstile-zk-floor: \"" +
+                                                                         reply.substr(0, 80) + "\"";
+  return false;
+}
+
+bool ReadList(std::istringstream& in, std::vector<double>* out) {
+  size_t n = 0;
+  if (!(in >> n)) return false;
+  out->resize(n);
+  for (double& v : *out) {
+    if (!(in >> v)) return false;
+  }
   return true;
 }
 
-CycleSamples Floor::Cycles(const std::string& tag, int loops, Millis duration) {
+CycleSamples ParseSamples(const std::string& reply) {
   CycleSamples r;
   r.slices = 1;
-  std::vector<std::string> parents;
-  for (int i = 0; i < loops; ++i) {
-    parents.push_back(root_ + "/" + tag + "-" + std::to_string(i));
-    if (!Ensure(parents.back(), &r.error)) {
-      r.errors = 1;
-      return r;
-    }
-  }
-  auto s = std::make_shared<LoopState>();
-  s->start = Clock::now();
-  s->end = s->start + duration;
-  s->active = loops;
-  for (int i = 0; i < loops; ++i) CreateListDelete(s, zk_.get(), parents[i]);
-  return Collect(s);
-}
-
-CycleSamples Floor::ContendedLock(const std::string& tag, int clients, Millis duration) {
-  CycleSamples r;
-  r.slices = 1;
-  const std::string parent = root_ + "/" + tag;
-  if (!Ensure(parent, &r.error)) {
+  std::istringstream in(reply);
+  if (!ReplyOk(in, reply, &r.error)) {
     r.errors = 1;
     return r;
   }
-  auto s = std::make_shared<LoopState>();
-  s->start = Clock::now();
-  s->end = s->start + duration;
-  s->active = clients;
-  for (int i = 0; i < clients; ++i) {
-    auto client = std::make_shared<RecipeClient>();
-    client->s = s;
-    client->zk = zk_.get();
-    client->parent = parent;
-    client->Join();
-  }
-  return Collect(s);
-}
-
-CycleSamples Floor::DeleteToWatch(const std::string& tag, Millis duration) {
-  CycleSamples r;
-  r.slices = 1;
-  const std::string parent = root_ + "/" + tag;
-  if (!Ensure(parent, &r.error)) {
+  if (!(in >> r.cycles >> r.seconds >> r.errors) || !ReadList(in, &r.cycle_ms) ||
+      !ReadList(in, &r.handoff_ms)) {
     r.errors = 1;
+    r.error = "turnstile-zk-floor: bad reply \"" + reply.substr(0, 80) + "\"";
     return r;
   }
-  ZkCode c;
-  constexpr uint64_t kMaxSamples = 100000;
-  std::vector<double>& samples = r.handoff_ms;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point end = start + duration;
-  while (Clock::now() < end && samples.size() < kMaxSamples) {
-    std::string path;
-    c = SyncCreate(*zk_, parent + "/n-", CreateMode::kEphemeralSequential, &path);
-    if (c != ZkCode::kOk) {
-      ++r.errors;
-      r.error = CodeText("create", parent, c);
-      break;
-    }
-    // The other session watches it.
-    auto fired = std::make_shared<std::promise<Clock::time_point>>();
-    auto armed = std::make_shared<std::promise<ZkCode>>();
-    watcher_->GetData(
-        path,
-        [fired](WatchEventType) { fired->set_value(Clock::now()); },
-        [armed](ZkCode code, const std::string&, const ZkStat&) { armed->set_value(code); });
-    auto armed_f = armed->get_future();
-    auto fired_f = fired->get_future();
-    if (armed_f.wait_for(kOpTimeout) != std::future_status::ready ||
-        (c = armed_f.get()) != ZkCode::kOk) {
-      ++r.errors;
-      r.error = CodeText("getData (watch)", path, c);
-      SyncDelete(*zk_, path);
-      break;
-    }
-    auto deleted = std::make_shared<std::promise<ZkCode>>();
-    auto deleted_f = deleted->get_future();
-    const Clock::time_point t0 = Clock::now();
-    zk_->Delete(path, -1, [deleted](ZkCode code) { deleted->set_value(code); });
-    if (fired_f.wait_for(kOpTimeout) != std::future_status::ready) {
-      ++r.errors;
-      r.error = "the watch on " + path + " did not fire within 10 s of its delete";
-      break;
-    }
-    samples.push_back(ToMs(fired_f.get() - t0));
-    if (deleted_f.wait_for(kOpTimeout) != std::future_status::ready ||
-        (c = deleted_f.get()) != ZkCode::kOk) {
-      ++r.errors;
-      r.error = CodeText("delete", path, c);
-      break;
-    }
-  }
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  r.cycles = samples.size();
+  std::getline(in >> std::ws, r.error);
   return r;
 }
 
-namespace {
-
-struct ChainState {
-  std::mutex mu;
-  std::condition_variable cv;
-  int created = 0;
-  int armed = 0;
-  int deleted = 0;
-  int failed = 0;
-  std::string first_error;
-  std::vector<std::string> paths;
-  std::vector<Clock::time_point> issued;  // delete of node i issued
-  std::vector<Clock::time_point> fired;   // watch on node i-1 fired at node i
-  std::vector<Clock::time_point> done;    // delete of node i completed
-
-  void Fail(const std::string& what) {
-    std::lock_guard<std::mutex> l(mu);
-    ++failed;
-    if (first_error.empty()) first_error = what;
-    cv.notify_all();
-  }
-};
-
-void DeleteLink(const std::shared_ptr<ChainState>& s, ZkSession* zk, size_t i) {
-  s->issued[i] = Clock::now();
-  zk->Delete(s->paths[i], -1, [s, i](ZkCode c) {
-    if (c != ZkCode::kOk) return s->Fail(CodeText("delete", s->paths[i], c));
-    std::lock_guard<std::mutex> l(s->mu);
-    s->done[i] = Clock::now();
-    ++s->deleted;
-    s->cv.notify_all();
-  });
+CycleSamples FailedSlice(const std::string& error) {
+  CycleSamples r;
+  r.slices = 1;
+  r.errors = 1;
+  r.error = error;
+  return r;
 }
 
+// How long a command may take beyond its own duration (the floor waits up
+// to 40 s for its loops to finish).
+constexpr Millis kReplySlack(60000);
+
 }  // namespace
+
+std::unique_ptr<Floor> Floor::Open(const BenchOptions& o, std::string* error) {
+  std::unique_ptr<Floor> f(new Floor());
+  f->zk_connect_ = o.zk;
+  f->root_ = "/turnstile-bench-floor-" + o.run_tag;
+  f->process_ = std::make_unique<FloorProcess>();
+  if (!f->process_->Start(o.zk_floor, o.zk, f->root_, error)) return nullptr;
+  return f;
+}
+
+Floor::~Floor() = default;
+
+int Floor::pid() const { return process_->pid(); }
+
+CycleSamples Floor::Slice(const std::string& command, Millis duration) {
+  std::string reply, error;
+  if (!process_->Call(command, Clock::now() + duration + kReplySlack, &reply, &error)) {
+    return FailedSlice(error);
+  }
+  return ParseSamples(reply);
+}
+
+CycleSamples Floor::Cycles(const std::string& tag, int loops, Millis duration) {
+  return Slice("cycles " + tag + " " + std::to_string(loops) + " " +
+                   std::to_string(duration.count()),
+               duration);
+}
+
+CycleSamples Floor::ContendedLock(const std::string& tag, int clients, Millis duration) {
+  return Slice("contended " + tag + " " + std::to_string(clients) + " " +
+                   std::to_string(duration.count()),
+               duration);
+}
+
+CycleSamples Floor::DeleteToWatch(const std::string& tag, Millis duration) {
+  return Slice("delete-to-watch " + tag + " " + std::to_string(duration.count()), duration);
+}
 
 HerdResult Floor::Chain(const std::string& tag, int n) {
   HerdResult r;
   r.n = n;
-  const std::string parent = root_ + "/" + tag;
-  ZkCode c = SyncCreate(*zk_, parent, CreateMode::kPersistent);
-  if (c != ZkCode::kOk) {
-    r.error = CodeText("create", parent, c);
+  // Each of the floor's steps (creates, watches, the drain) is bounded by
+  // 30 s + 50 ms per node.
+  const Millis step = Millis(30000) + Millis(50) * n + kReplySlack;
+  std::string reply;
+  if (!process_->Call("chain-arm " + tag + " " + std::to_string(n), Clock::now() + step, &reply,
+                      &r.error)) {
     return r;
   }
-  const size_t nodes = static_cast<size_t>(n) + 1;
-  auto s = std::make_shared<ChainState>();
-  s->issued.resize(nodes);
-  s->fired.resize(nodes);
-  s->done.resize(nodes);
-  auto wait = [&](Millis timeout, auto pred) {
-    std::unique_lock<std::mutex> l(s->mu);
-    return s->cv.wait_for(l, timeout, [&] { return pred() || s->failed > 0; }) && s->failed == 0;
-  };
-  const Millis budget = Millis(30000) + Millis(50) * n;
-
-  // n+1 sequential nodes, created in a pipeline.
-  for (size_t i = 0; i < nodes; ++i) {
-    zk_->Create(parent + "/n-", "", CreateMode::kEphemeralSequential,
-                [s](ZkCode code, const std::string& path, const ZkStat&) {
-                  if (code != ZkCode::kOk) return s->Fail(CodeText("create", "chain node", code));
-                  std::lock_guard<std::mutex> l(s->mu);
-                  s->paths.push_back(path);
-                  ++s->created;
-                  s->cv.notify_all();
-                });
-  }
-  if (!wait(budget, [&] { return static_cast<size_t>(s->created) == nodes; })) {
-    r.error = s->first_error.empty() ? "chain creates timed out" : s->first_error;
-    return r;
-  }
-  {
-    std::lock_guard<std::mutex> l(s->mu);
-    std::sort(s->paths.begin(), s->paths.end(), [](const std::string& a, const std::string& b) {
-      return Sequence(BaseName(a)) < Sequence(BaseName(b));
-    });
-  }
-  // Node i watches node i-1; when it goes, node i deletes itself (hold 0).
-  ZkSession* zk = zk_.get();
-  for (size_t i = 1; i < nodes; ++i) {
-    zk_->GetData(
-        s->paths[i - 1],
-        [s, zk, i](WatchEventType e) {
-          if (e != WatchEventType::kDeleted) {
-            return s->Fail("unexpected watch event on " + s->paths[i - 1]);
-          }
-          s->fired[i] = Clock::now();
-          DeleteLink(s, zk, i);
-        },
-        [s, i](ZkCode code, const std::string&, const ZkStat&) {
-          if (code != ZkCode::kOk) return s->Fail(CodeText("getData", s->paths[i - 1], code));
-          std::lock_guard<std::mutex> l(s->mu);
-          ++s->armed;
-          s->cv.notify_all();
-        });
-  }
-  if (!wait(budget, [&] { return static_cast<size_t>(s->armed) == nodes - 1; })) {
-    r.error = s->first_error.empty() ? "chain watches timed out" : s->first_error;
-    return r;
-  }
+  std::istringstream arm(reply);
+  if (!ReplyOk(arm, reply, &r.error)) return r;
 
   Mntr before, after;
   std::string mntr_error;
@@ -538,25 +296,22 @@ HerdResult Floor::Chain(const std::string& tag, int n) {
     r.error = "mntr: " + mntr_error;
     return r;
   }
-  DeleteLink(s, zk, 0);
-  if (!wait(budget, [&] { return static_cast<size_t>(s->deleted) == nodes; })) {
-    r.error = s->first_error.empty() ? "the chain did not drain in time" : s->first_error;
+  if (!process_->Call("chain-drain", Clock::now() + step, &reply, &r.error)) return r;
+  std::istringstream in(reply);
+  if (!ReplyOk(in, reply, &r.error)) return r;
+  std::vector<double> handoffs;
+  if (!(in >> r.drain_seconds) || !ReadList(in, &handoffs)) {
+    r.error = "turnstile-zk-floor: bad reply \"" + reply.substr(0, 80) + "\"";
     return r;
   }
   if (!ReadMntrWhen(zk_connect_, "zk_sum_node_deleted_watch_count",
-                    MntrValue(before, "zk_sum_node_deleted_watch_count") +
-                        static_cast<double>(nodes - 1),
+                    MntrValue(before, "zk_sum_node_deleted_watch_count") + n,
                     std::chrono::steady_clock::now() + Millis(5000), &after, &mntr_error)) {
     r.error = "mntr: " + mntr_error;
     return r;
   }
-
-  std::lock_guard<std::mutex> l(s->mu);
-  std::vector<double> handoffs;
-  for (size_t i = 1; i < nodes; ++i) handoffs.push_back(ToMs(s->fired[i] - s->issued[i - 1]));
   r.handoffs = handoffs.size();
   r.handoff = Summarize(std::move(handoffs));
-  r.drain_seconds = std::chrono::duration<double>(s->done[nodes - 1] - s->done[0]).count();
   r.handoffs_per_second = r.drain_seconds > 0 ? r.handoffs / r.drain_seconds : 0;
   r.zk = CounterDelta(before, after);
   if (r.handoffs > 0) {
@@ -564,6 +319,30 @@ HerdResult Floor::Chain(const std::string& tag, int n) {
     r.notifications_per_handoff = r.zk.notifications / r.handoffs;
   }
   return r;
+}
+
+bool CountChildren(const BenchOptions& o, const std::vector<std::string>& paths,
+                   std::vector<int>* counts, std::string* error) {
+  FloorProcess floor;
+  if (!floor.Start(o.zk_floor, o.zk, /*root=*/"", error)) return false;
+  std::string command = "count";
+  for (const std::string& p : paths) command += " " + p;
+  std::string reply;
+  if (!floor.Call(command, Clock::now() + Millis(10000) * (1 + paths.size() / 100) + kReplySlack,
+                  &reply, error)) {
+    return false;
+  }
+  std::istringstream in(reply);
+  if (!ReplyOk(in, reply, error)) return false;
+  size_t n = 0;
+  in >> n;
+  counts->assign(n, 0);
+  for (int& c : *counts) in >> c;
+  if (!in || n != paths.size()) {
+    *error = "turnstile-zk-floor: bad reply \"" + reply.substr(0, 80) + "\"";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace turnstile::bench

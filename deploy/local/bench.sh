@@ -94,7 +94,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin="${TURNSTILE_BUILD_DIR:-$top/build}"
 for b in "$bin/server/turnstiled" "$bin/client/turnstile" "$bin/client/bench/turnstile-bench" \
-         "$bin/client/bench/turnstile-bare-server"; do
+         "$bin/client/bench/turnstile-bare-server" "$bin/client/bench/turnstile-zk-floor"; do
   [ -x "$b" ] || { echo "missing $b: build first (bash deploy/local/build.sh)" >&2; exit 1; }
 done
 
