@@ -1074,7 +1074,11 @@ class Checker:
         top = open(self.path("CMakeLists.txt")).read() if os.path.isfile(self.path("CMakeLists.txt")) else ""
         needed_dirs = ["CMakeLists.txt"] + re.findall(r"add_subdirectory\(\s*([A-Za-z0-9_./-]+)", top)
         copied = set(dests)
-        missing = [d for d in needed_dirs if d not in copied and "." not in copied]
+        # A folder is copied with itself or with any folder above it.
+        def is_copied(d):
+            parts = d.split("/")
+            return "." in copied or any("/".join(parts[:i]) in copied for i in range(1, len(parts) + 1))
+        missing = [d for d in needed_dirs if not is_copied(d)]
         self.expect(not missing, S, f"build stage copies CMakeLists.txt and every add_subdirectory ({len(needed_dirs) - 1})",
                     f"not copied: {missing}")
 
