@@ -38,7 +38,8 @@ const char* AcquireResultName(AcquireResult r) {
 
 LockEngine::LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers,
                        EngineOptions options)
-    : timers_(timers), options_(std::move(options)), slots_(sessions.size()) {
+    : timers_(timers), options_(std::move(options)), sessions_(sessions),
+      slots_(sessions.size()) {
   for (size_t i = 0; i < sessions.size(); ++i) {
     SessionSlot* slot = &slots_[i];
     slot->index = i;
@@ -48,7 +49,7 @@ LockEngine::LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers,
 }
 
 LockEngine::~LockEngine() {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   shut_down_ = true;
   for (SessionSlot& slot : slots_) {
     timers_->Cancel(slot.suspend_timer);
@@ -82,19 +83,18 @@ void LockEngine::Finish(Contender* c, absl::Status status) {
 
 void LockEngine::Deliver() {
   for (;;) {
-    std::unique_lock<std::mutex> d(deliver_mu_, std::try_to_lock);
-    if (!d.owns_lock()) return;  // the thread holding it delivers ours too
+    if (!deliver_mu_.TryLock()) return;  // the thread holding it delivers ours too
     for (;;) {
       std::deque<std::function<void()>> batch;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         batch.swap(pending_);
       }
       if (batch.empty()) break;
       for (auto& fn : batch) fn();
     }
-    d.unlock();
-    std::lock_guard<std::mutex> l(mu_);
+    deliver_mu_.Unlock();
+    absl::MutexLock l(&mu_);
     if (pending_.empty()) return;
   }
 }
@@ -112,7 +112,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
 
   uint64_t id;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (draining_) {
       return absl::UnavailableError("replica is draining (shutting down)");
     }
@@ -158,7 +158,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     if (p.wait_timeout > Millis(0)) {
       raw->wait_timer = timers_->ScheduleAfter(p.wait_timeout, [this, id] {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           auto it = contenders_.find(id);
           if (it == contenders_.end()) return;
           Contender* c = it->second.get();
@@ -235,7 +235,7 @@ void LockEngine::Stall(Contender* c) {
   uint64_t id = c->id, gen = c->gen;
   timers_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (shut_down_) return;
       Contender* c = Find(id, gen);
       if (c == nullptr || !c->stalled || !c->slot->ready()) return;
@@ -300,7 +300,7 @@ absl::Status ZkWriteFailure(const char* what, const std::string& path, ZkCode co
 
 void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                            const std::string& path, const ZkStat& stat) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   Contender* c = Find(id, gen);
   if (c == nullptr) return;
   if (code == ZkCode::kNoNode) {
@@ -316,7 +316,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     c->zk()->Create(c->lock_path(), "", CreateMode::kContainer,
                 [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
                   {
-                    std::lock_guard<std::mutex> l(mu_);
+                    absl::MutexLock l(&mu_);
                     Contender* c = Find(id, g);
                     if (c == nullptr) return;
                     if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
@@ -371,7 +371,7 @@ void LockEngine::SearchOwnNode(Contender* c) {
                                      ZkCode code,
                                      const std::vector<std::string>& children) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {
@@ -405,7 +405,7 @@ void LockEngine::SearchOwnNode(Contender* c) {
           c->zk()->Exists(c->path(), [this, id, g](ZkCode code,
                                                          const ZkStat& stat) {
             {
-              std::lock_guard<std::mutex> l(mu_);
+              absl::MutexLock l(&mu_);
               Contender* c = Find(id, g);
               if (c == nullptr) return;
               if (IsRetryable(code)) {
@@ -458,7 +458,7 @@ void LockEngine::RequestList(const std::string& segment) {
       [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
                                      const ZkStat& stat) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           if (!shut_down_) {
             // Data on the lock node: a lock-delay may be running (started
             // by another replica). Grants wait until it is read.
@@ -491,10 +491,12 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
     lock.queue.ReplaceWith(
         children,
         [&](const std::string& node) -> uint64_t {
+          AssertHeld();
           auto p = by_path_.find(options_.root + "/" + segment + "/" + node);
           return p == by_path_.end() ? 0 : p->second;
         },
         [&](const LockQueue::Entry& e) {
+          AssertHeld();
           // Created after this listing was sent: not in it, still here.
           Contender* c = LocalOf(&e);
           return c != nullptr && c->create_order > covers;
@@ -614,7 +616,7 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
       uint64_t id = c->id, gen = c->gen;
       c->delay_timer = timers_->Schedule(lock.delayed_until, [this, id, gen] {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           if (shut_down_) return;
           Contender* c = Find(id, gen);
           if (c == nullptr) return;
@@ -709,7 +711,7 @@ void LockEngine::ArmMore(Contender* c) {
   c->slot->watched_path_bytes -= c->more_path_bytes;
   c->more_path_bytes = per_path * c->more_watching.size();
   c->slot->watched_path_bytes += c->more_path_bytes;
-  auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
+  auto find = [this](uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->more_gen != gen ||
         it->second->state != State::kWaiting) {
@@ -722,7 +724,7 @@ void LockEngine::ArmMore(Contender* c) {
     const std::string node = node_ref;
     const std::string segment = c->segment;
     // Forgets the node; the contender re-decides (normally: it now holds).
-    auto gone = [this, find, id, gen, node, segment] {
+    auto gone = [this, find, id, gen, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       NoteGone(segment, node);
       Contender* c = find(id, gen);
       if (c == nullptr) return;
@@ -738,7 +740,7 @@ void LockEngine::ArmMore(Contender* c) {
         c->lock_path() + "/" + node,
         [this, find, id, gen, node, gone](WatchEventType type) {
           {
-            std::lock_guard<std::mutex> l(mu_);
+            absl::MutexLock l(&mu_);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             for (auto& [n, key] : c->more_watching) {
@@ -759,7 +761,7 @@ void LockEngine::ArmMore(Contender* c) {
         },
         [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
           {
-            std::lock_guard<std::mutex> l(mu_);
+            absl::MutexLock l(&mu_);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             if (code == ZkCode::kNoNode) {
@@ -793,7 +795,7 @@ void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data,
   c->zk()->SetData(path, EncodeContenderInfo(*info), version,
                    [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -804,7 +806,7 @@ void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data,
                                                                      const std::string& data,
                                                                      const ZkStat& stat) {
           {
-            std::lock_guard<std::mutex> l(mu_);
+            absl::MutexLock l(&mu_);
             auto it = contenders_.find(id);
             if (shut_down_ || it == contenders_.end()) return;
             Contender* c = it->second.get();
@@ -850,7 +852,7 @@ void LockEngine::ReadLockMark(const std::string& segment) {
                                                        ZkCode code, const std::string& data,
                                                        const ZkStat&) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = locks_.find(segment);
       if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
       it->second.mark_pending = false;
@@ -918,6 +920,7 @@ void LockEngine::RefreshPositions(const std::string& segment, size_t limit) {
   if (it == locks_.end()) return;
   std::vector<std::pair<Contender*, int64_t>> waiters;
   it->second.queue.ForFront(limit, [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+    AssertHeld();
     Contender* c = LocalOf(&e);
     if (c != nullptr && c->state == State::kWaiting) waiters.emplace_back(c, rank);
   });
@@ -933,7 +936,7 @@ void LockEngine::ScheduleSweep(const std::string& segment) {
   it->second.sweep_scheduled = true;
   timers_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (shut_down_) return;
       auto it = locks_.find(segment);
       if (it == locks_.end()) return;
@@ -951,7 +954,7 @@ void LockEngine::Arm(Contender* c) {
   std::string segment = c->segment;
   // After NoteGone the contender behind `node` re-decides; if the view had
   // already dropped `node`, this one re-decides here.
-  auto gone = [this, id, node, segment] {
+  auto gone = [this, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     NoteGone(segment, node);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
@@ -966,7 +969,7 @@ void LockEngine::Arm(Contender* c) {
       c->lock_path() + "/" + node,
       [this, id, gen, gone](WatchEventType type) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           c->watch_key = 0;  // fired: nothing left to remove
@@ -1000,7 +1003,7 @@ void LockEngine::Arm(Contender* c) {
                                [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
                                                                   const ZkStat&) {
                                  {
-                                   std::lock_guard<std::mutex> l(mu_);
+                                   absl::MutexLock l(&mu_);
                                    Contender* c = Find(id, gen);
                                    if (c == nullptr || c->state != State::kWaiting) return;
                                    if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
@@ -1021,7 +1024,7 @@ void LockEngine::Arm(Contender* c) {
       },
       [this, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           if (code == ZkCode::kOk) {
@@ -1130,6 +1133,7 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   // the one behind it, so it costs no walk.
   std::vector<Contender*> next;
   q.ForBehind(gone->sequence, [&](int32_t, const LockQueue::Entry& e) {
+    AssertHeld();
     Contender* n = LocalOf(&e);
     if (n != nullptr && n->state == State::kWaiting && (next.empty() || n->watching == node)) {
       next.push_back(n);
@@ -1254,7 +1258,7 @@ void LockEngine::DeferOwnWatch(Contender* c) {
 void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
   own_batch_timer_ = timers_->Schedule(when, [this] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       own_batch_timer_ = 0;
       if (shut_down_) return;
       const auto now = Clock::now();
@@ -1350,7 +1354,7 @@ void LockEngine::Requeue(Contender* c) {
 void LockEngine::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
   c->own_read = true;
-  auto find = [this](uint64_t id, uint64_t gen) -> Contender* {
+  auto find = [this](uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
     return it->second.get();
@@ -1359,7 +1363,7 @@ void LockEngine::ArmOwn(Contender* c) {
       c->path(),
       [this, id, gen, find](WatchEventType type) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           Contender* c = find(id, gen);
           if (c != nullptr && c->state == State::kDeleting && type == WatchEventType::kDeleted) {
             ++stats_.own_watch_fired_on_release;  // its own delete: it wakes nobody else
@@ -1378,7 +1382,7 @@ void LockEngine::ArmOwn(Contender* c) {
       },
       [this, id, gen, find](ZkCode code, const std::string& data, const ZkStat& stat) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
           if (c->state != State::kHeld) return;
@@ -1453,7 +1457,7 @@ void LockEngine::RenewTtl(Contender* c) {
   uint64_t id = c->id;
   c->ttl_timer = timers_->Schedule(c->ttl_deadline, [this, id] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = contenders_.find(id);
       if (it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -1482,7 +1486,7 @@ void LockEngine::CheckTtl(Contender* c) {
   c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string& data,
                                                    const ZkStat& stat) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -1608,7 +1612,7 @@ void LockEngine::IssueDelete(Contender* c) {
     c->handoff_in_flight = next != nullptr;
     auto done = [this, id, gen, next_path](ZkCode del, ZkCode check) {
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         Contender* c = Find(id, gen);
         if (c == nullptr) return;
         c->handoff_in_flight = false;
@@ -1639,7 +1643,7 @@ void LockEngine::IssueDelete(Contender* c) {
   }
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {
@@ -1696,7 +1700,7 @@ void LockEngine::Forget(Contender* c) {
 
 void LockEngine::Release(uint64_t id) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -1728,7 +1732,7 @@ void LockEngine::Release(uint64_t id) {
 void LockEngine::HalfClose(uint64_t id) {
   bool probe = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -1752,7 +1756,7 @@ void LockEngine::HalfClose(uint64_t id) {
 
 void LockEngine::Abandon(uint64_t id) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -1767,7 +1771,7 @@ void LockEngine::Abandon(uint64_t id) {
 
 void LockEngine::BeginDrain() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     draining_ = true;
     UpdateServing();
     std::vector<Contender*> waiting;
@@ -1784,7 +1788,7 @@ void LockEngine::BeginDrain() {
 
 void LockEngine::EndDrain() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     std::vector<Contender*> held;
     for (auto& [id, c] : contenders_) {
       if (c->state == State::kHeld && c->sink) held.push_back(c.get());
@@ -1798,7 +1802,7 @@ void LockEngine::EndDrain() {
 }
 
 EngineStats LockEngine::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   EngineStats s = stats_;
   s.contenders = contenders_.size();
   s.holders = 0;
@@ -1831,7 +1835,7 @@ void LockEngine::NoteHoldEnded(Contender* c) {
 }
 
 std::vector<LockLoad> LockEngine::LockLoads() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   std::vector<LockLoad> out;
   out.reserve(locks_.size());
   for (const auto& [segment, lock] : locks_) {

@@ -7,6 +7,14 @@
 // never blocks those threads. All state is guarded by one mutex; events reach
 // sinks outside it, in the order they were produced. Thread-safe.
 //
+// Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
+// below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
+// TimerQueue's lock and each ZkSession's work queue and its process-wide
+// watch registry (zk_session.cc). deliver_mu_ is only ever try-locked, and
+// held while sinks and listeners run, so they may take any of these but
+// never wait for delivery. Sinks, listeners and `done` callbacks run with
+// no engine lock held.
+//
 // Each lock lives on one session of the pool (SessionIndexFor its name; see
 // session_slot.h); a session's failure affects only the locks on it.
 //
@@ -31,7 +39,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,7 +46,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/lock_name.h"
 #include "server/lock_queue.h"
 #include "server/ordering.h"
@@ -237,11 +246,11 @@ class LockEngine {
   // before touching ZooKeeper, then starts contending. Returns the
   // contender id used by Release/Abandon.
   absl::StatusOr<uint64_t> Open(const AcquireParams& params,
-                                std::shared_ptr<ContenderSink> sink);
+                                std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
   // The client asked to release (or to stop waiting): RELEASED if held,
   // then OnFinish(OK); a waiter gets OnFinish(OK) with no event. The node is
   // deleted.
-  void Release(uint64_t id);
+  void Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // The client half-closed its stream without a release message. For a
   // holder with a lock-delay the end must be told from a broken or
   // cancelled stream (which the adapter may report just after the failed
@@ -250,18 +259,18 @@ class LockEngine {
   // (the stream is alive: a clean release, no delay), or Abandon when the
   // stream turns out cancelled (the lock-delay starts). Anything else is
   // released at once, as by Release.
-  void HalfClose(uint64_t id);
+  void HalfClose(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // The client is gone: delete the node, call nothing more on the sink.
-  void Abandon(uint64_t id);
+  void Abandon(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // `done` also gets the released hold's verified identity (mutual TLS;
   // "" if none or unknown), so the caller can tell a release by someone
   // else.
   void ReleaseLease(const std::string& lease_id,
-                    std::function<void(absl::Status, const std::string& holder_identity)> done);
+                    std::function<void(absl::Status, const std::string& holder_identity)> done) ABSL_LOCKS_EXCLUDED(mu_);
   // Renews a lease; `done` gets how long it is valid from now.
   void KeepAlive(const std::string& lease_id,
-                 std::function<void(absl::StatusOr<Millis>)> done);
+                 std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(mu_);
   // Asks the holder of a lease to let go: its stream gets REVOKE_REQUESTED
   // (wherever it is served); it decides. NOT_FOUND if the lease is gone.
   // `identity` (the caller's verified identity, "" without mutual TLS)
@@ -270,14 +279,14 @@ class LockEngine {
   void Revoke(const std::string& lease_id, const std::string& requester,
               const std::string& reason,
               std::function<void(absl::Status, const std::string& holder_identity)> done,
-              const std::string& identity = "");
+              const std::string& identity = "") ABSL_LOCKS_EXCLUDED(mu_);
   void Describe(const std::string& name,
-                std::function<void(absl::StatusOr<LockDescription>)> done);
+                std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(mu_);
   // `visible` (optional): only names it accepts count and are returned
   // (a policy's view), so `limit` and `truncated` are about visible names.
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done,
-            std::function<bool(const std::string&)> visible = nullptr);
+            std::function<bool(const std::string&)> visible = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // List checks candidate lock nodes this many at a time.
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
@@ -290,28 +299,28 @@ class LockEngine {
   static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
-  void BeginDrain();
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
   // After the drain timeout: every remaining holder gets LOST(SHUTDOWN).
-  void EndDrain();
+  void EndDrain() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Serving = every session of the pool connected with the root present,
   // and not draining.
-  bool serving() const;
+  bool serving() const ABSL_LOCKS_EXCLUDED(mu_);
   // The pool's size, and the index of the session that serves `name`.
-  size_t session_count() const { return slots_.size(); }
+  size_t session_count() const { return sessions_.size(); }
   size_t SessionIndexOf(const std::string& name) const;
   // Called (outside the lock) whenever serving() changes.
-  void SetServingListener(std::function<void(bool)> listener);
-  EngineStats stats() const;
+  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(mu_);
+  EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   // Per-lock waiters and holders of this replica, exact at the call.
-  std::vector<LockLoad> LockLoads() const;
+  std::vector<LockLoad> LockLoads() const ABSL_LOCKS_EXCLUDED(mu_);
   // Set before the first Open; `observer` must outlive the engine's use.
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
   // Session events of the pool (for LockObservers): `listener` gets the
   // session's index and the event, outside the lock, in order, after the
   // engine handled it. Add before the sessions start.
   void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
-  ZkSession* session(size_t index) const { return slots_[index].zk; }
+  ZkSession* session(size_t index) const { return sessions_[index]; }
   // When this replica granted the hold of the node at `path` (wall clock),
   // or 0 if it is not a hold announced by this replica.
   int64_t LocalGrantUnixMs(const std::string& path) const;
@@ -319,7 +328,7 @@ class LockEngine {
   // NOT_FOUND (lease gone), FAILED_PRECONDITION (token is not the lease's).
   void Proclaim(const std::string& lease_id, uint64_t fencing_token,
                 const std::map<std::string, std::string>& metadata,
-                std::function<void(absl::Status)> done);
+                std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_);
   const EngineOptions& options() const { return options_; }
 
  private:
@@ -329,12 +338,13 @@ class LockEngine {
     size_t limit = 0;
     ZkSession* zk = nullptr;  // the session that answers this List
     std::function<void(absl::StatusOr<LockList>)> done;
-    std::mutex mu;
-    size_t next = 0;         // first candidate not yet asked about
-    size_t left = 0;         // GUARDED_BY(mu) answers missing in this batch
-    std::vector<bool> live;  // GUARDED_BY(mu) this batch's answers
-    LockList out;            // GUARDED_BY(mu)
+    absl::Mutex mu;
+    size_t next ABSL_GUARDED_BY(mu) = 0;         // first candidate not yet asked about
+    size_t left ABSL_GUARDED_BY(mu) = 0;         // answers missing in this batch
+    std::vector<bool> live ABSL_GUARDED_BY(mu);  // this batch's answers
+    LockList out ABSL_GUARDED_BY(mu);
   };
+  // Asks about the next kListBatch candidates. REQUIRES: job->mu not held.
   void ListBatch(std::shared_ptr<ListJob> job);
 
   enum class State {
@@ -350,37 +360,39 @@ class LockEngine {
   using ContenderPtr = std::unique_ptr<Contender>;
 
   void OnSessionEvent(SessionSlot* slot, SessionEvent e);
-  void OnConnected(SessionSlot* slot);
-  void OnDisconnected(SessionSlot* slot);
-  void OnExpired(SessionSlot* slot);
-  void ConfirmResume(Contender* c);
-  void Bootstrap(SessionSlot* slot);
-  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths);
+  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Schedules the next heartbeat tick of `slot`.
-  void Heartbeat(SessionSlot* slot);
+  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends a sync (unless one is in flight): its success proves the leader
   // heard from the session after it was sent.
-  void SendHeartbeat(SessionSlot* slot);
+  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Contact confirmed: ends an in-doubt period, steps stalled contenders,
   // refreshes the validity of the slot's holders on their streams.
-  void OnContact(SessionSlot* slot);
+  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How often a holder hears STILL_HELD, and within what it must.
   static Millis HeartbeatInterval(const SessionSlot& slot);
   static Millis RefreshWithin(const SessionSlot& slot);
-  void StepStalled(SessionSlot* slot);
+  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
   // SUSPENDED now, LOST when the safe time runs out.
-  void Suspend(SessionSlot* slot);
+  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `c`'s grant may be announced now (contact trusted); otherwise
   // it waits, stalled, for a heartbeat to confirm contact.
-  bool MayAnnounce(Contender* c);
+  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
   // if the session may have expired by now (the replica was paused or cut
   // off past the safe time), else DELETED (someone deleted it).
-  void LoseGoneNode(Contender* c, const char* deleted_message);
-  SessionSlot* SlotOf(const std::string& segment);
-  // A connected session (the lowest index), or null.
-  SessionSlot* AnyConnected();
+  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session of `segment`'s lock; no lock needed (sessions_ is fixed).
+  ZkSession* SessionOf(const std::string& segment) const;
+  // A connected session (the lowest index), or null; no lock needed.
+  ZkSession* AnyConnected() const;
 
   // This replica's state of one lock.
   struct LockState {
@@ -395,110 +407,130 @@ class LockEngine {
     bool mark_pending = false;
   };
 
-  void Step(Contender* c);
-  void IssueCreate(Contender* c);
-  void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path, const ZkStat& stat);
-  void SearchOwnNode(Contender* c);
-  void RequestList(const std::string& segment);
+  void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
+                 const ZkStat& stat) ABSL_LOCKS_EXCLUDED(mu_);
+  void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
-                ZkCode code, const std::vector<std::string>& children);
+                ZkCode code, const std::vector<std::string>& children) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `rank`: contenders ahead, when the caller knows it (-1: count).
-  void Advance(Contender* c, bool from_listing, int64_t rank = -1);
-  void ReportPosition(Contender* c, int64_t ahead);
-  void RefreshPositions(const std::string& segment, size_t limit);
-  void ScheduleSweep(const std::string& segment);
-  void Arm(Contender* c);
-  void Disarm(Contender* c);
+  void Advance(Contender* c, bool from_listing, int64_t rank = -1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshPositions(const std::string& segment, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Semaphores (issue 21): a waiter's watches from its decision; the first
   // waiter's watches on the holders other than its predecessor; the grant
   // mark; the refusal of a disagreeing contender.
-  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision);
-  void ArmMore(Contender* c);
-  void DisarmMore(Contender* c);
-  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts);
-  void OnGrantMarked(Contender* c, ZkCode code, int32_t version);
+  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
   // The contender node's data as created.
-  std::string CreateData(const Contender* c) const;
+  std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `confirmed`: a read sent after the decision saw the node (a listing).
-  void Grant(Contender* c, bool confirmed);
-  void Announce(Contender* c);
-  void Requeue(Contender* c);
-  void ArmOwn(Contender* c);
-  void DeferOwnWatch(Contender* c);
-  void ScheduleOwnWatches(TimerQueue::Clock::time_point when);
-  void OnDeleteFoundNoNode(Contender* c);
-  void RenewTtl(Contender* c);
+  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleOwnWatches(TimerQueue::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ttl ran out: revoke unless the node's version shows a renewal.
-  void CheckTtl(Contender* c);
+  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A read of the own node saw `data` at `version`: a renewal and/or a
   // revocation request if its counters went up.
-  void NoteOwnNode(Contender* c, const std::string& data, int32_t version);
+  void NoteOwnNode(Contender* c, const std::string& data, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The revocation request of waiter `c` to the holders ahead of it.
-  void RequestRevokeOfHolders(Contender* c);
+  void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lock-delay: no grant on `segment` for `delay` from now; the lock node
   // says so (for Describe and contenders of other replicas).
   void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
-                      const std::string& released);
+                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the lock node's mark (a listing saw data on it), then re-decides.
-  void ReadLockMark(const std::string& segment);
+  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Re-decides the local waiters of `segment` that have nothing ahead.
-  void AdvanceUnblocked(const std::string& segment);
-  void TellRevoke(Contender* c);
+  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.
   void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
                    const std::string& reason, int attempts,
                    std::function<void(absl::Status, const std::string& holder_identity)> done);
-  void Lose(Contender* c, LostReason reason, const std::string& message);
-  void FailWait(Contender* c, const absl::Status& status);
-  void EndContender(Contender* c);
-  void IssueDelete(Contender* c);
-  Contender* LocalSuccessor(Contender* c);
-  void OnDeleted(Contender* c, const std::string* confirmed);
-  void Forget(Contender* c);
-  void Stall(Contender* c);
-  void NoteGone(const std::string& segment, const std::string& node);
-  void NoteAllBefore(const std::string& segment, int32_t seq);
-  Contender* LocalOf(const LockQueue::Entry* e);
-  void EnterQueue(Contender* c);
-  Contender* Find(uint64_t id, uint64_t gen);
-  Contender* FindByPath(const std::string& path);
-  void UpdateServing();
-  void NoteWaitEnded(Contender* c, AcquireResult result);
-  void NoteHoldEnded(Contender* c);
+  void Lose(Contender* c, LostReason reason, const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteGone(const std::string& segment, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // For lambdas that run synchronously under mu_ (LockQueue's ForFront,
+  // ReplaceWith...): tells the analysis what their caller holds. Checked in
+  // debug builds; free in release ones (leveldb's port::Mutex::AssertHeld).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) {
+#ifndef NDEBUG
+    mu_.AssertHeld();
+#endif
+  }
 
   // Queues `fn` to run after the lock is released, in order.
-  void Later(std::function<void()> fn);
-  void Emit(Contender* c, LockEvent e);
-  void Finish(Contender* c, absl::Status status);
+  void Later(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Emit(Contender* c, LockEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(Contender* c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs queued work outside the lock; call after every locked section.
-  void Deliver();
+  void Deliver() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
 
   TimerQueue* const timers_;
   const EngineOptions options_;
+  // The pool's sessions, fixed at construction: read without the lock
+  // (session(), SessionOf, AnyConnected). Everything else a slot holds is
+  // the engine's state, in slots_.
+  const std::vector<ZkSession*> sessions_;
 
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 0;                                   // GUARDED_BY(mu_)
-  std::map<uint64_t, ContenderPtr> contenders_;            // GUARDED_BY(mu_)
-  std::map<std::string, LockState> locks_;                 // GUARDED_BY(mu_)
-  uint64_t create_counter_ = 0;                            // GUARDED_BY(mu_)
-  std::unordered_map<std::string, uint64_t> by_path_;      // GUARDED_BY(mu_)
-  // The pool; never resized after construction, so pointers stay valid.
-  std::vector<SessionSlot> slots_;                         // GUARDED_BY(mu_)
-  bool draining_ = false;                                  // GUARDED_BY(mu_)
-  bool last_serving_ = false;                              // GUARDED_BY(mu_)
-  std::function<void(bool)> serving_listener_;             // GUARDED_BY(mu_)
-  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_;  // GUARDED_BY(mu_)
-  EngineStats stats_;                                      // GUARDED_BY(mu_)
-  std::deque<std::function<void()>> pending_;              // GUARDED_BY(mu_)
-  bool shut_down_ = false;                                 // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, ContenderPtr> contenders_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LockState> locks_ ABSL_GUARDED_BY(mu_);
+  uint64_t create_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, uint64_t> by_path_ ABSL_GUARDED_BY(mu_);
+  // One per session, never resized after construction, so the SessionSlot*
+  // that contenders and timers keep stay valid. A slot reached through such
+  // a pointer is still guarded by mu_ (which the analysis cannot follow
+  // through the pointer: every function that takes one REQUIRES mu_).
+  std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool last_serving_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
+      ABSL_GUARDED_BY(mu_);
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Set before the first Open (SetObserver), then only read; called with
+  // mu_ held.
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
-  std::optional<TimerQueue::Clock::time_point> handoff_from_;  // GUARDED_BY(mu_)
+  std::optional<TimerQueue::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
   // Set while a local handoff's transaction is being applied: the path of
   // the successor whose node it checked (see LockEngine::LocalSuccessor).
-  std::optional<std::string> confirmed_path_;  // GUARDED_BY(mu_)
+  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(mu_);
   // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
   // and the one timer that arms them.
   static constexpr Millis kOwnWatchDelay{10};
@@ -507,10 +539,13 @@ class LockEngine {
     uint64_t id;
     uint64_t own_gen;
   };
-  std::deque<PendingOwnWatch> own_pending_;   // GUARDED_BY(mu_)
-  TimerQueue::TimerId own_batch_timer_ = 0;   // GUARDED_BY(mu_)
+  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(mu_);
+  TimerQueue::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
-  std::mutex deliver_mu_;  // serializes Deliver(); never held with mu_ waiting on it
+  // Serializes Deliver(): held while queued sink calls and listeners run,
+  // so they run one at a time and in order. Only try-locked, and taken
+  // before mu_ (never while holding it).
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(mu_);
 };
 
 }  // namespace turnstile

@@ -47,9 +47,9 @@ void LockEngine::ReleaseLease(
     return;
   }
   std::string path = LeaseNodePath(options_.root, *lease);
-  SessionSlot* slot = SlotOf(lease->lock_segment);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
+    SessionSlot* slot = SlotOf(lease->lock_segment);
     if (!slot->connected) {
       Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session"), ""); });
     } else if (Contender* c = FindByPath(path);
@@ -159,7 +159,7 @@ void LockEngine::WriteRevoke(
     zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
       if (code == ZkCode::kOk) {
         {
-          std::lock_guard<std::mutex> l(mu_);
+          absl::MutexLock l(&mu_);
           ++stats_.revokes_requested;
           if (observer_) observer_->OnRevokeRequested();
         }
@@ -192,11 +192,11 @@ void LockEngine::Revoke(
                     "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes)),
                 "");
   }
-  SessionSlot* slot = SlotOf(lease->lock_segment);
-  if (!slot->zk->connected()) {
+  ZkSession* zk = SessionOf(lease->lock_segment);
+  if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"), "");
   }
-  WriteRevoke(slot->zk, LeaseNodePath(options_.root, *lease), ShownRequester(identity, requester),
+  WriteRevoke(zk, LeaseNodePath(options_.root, *lease), ShownRequester(identity, requester),
               reason, 5, [done, lease_id](absl::Status s, const std::string& holder) {
                 if (absl::IsNotFound(s)) {
                   s = absl::NotFoundError(absl::StrCat(
@@ -245,9 +245,9 @@ void LockEngine::KeepAlive(const std::string& lease_id,
     return absl::NotFoundError(absl::StrCat(
         "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
   };
-  SessionSlot* slot = SlotOf(lease->lock_segment);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
+    SessionSlot* slot = SlotOf(lease->lock_segment);
     Contender* c = FindByPath(path);
     if (c != nullptr) {
       if (c->state != State::kHeld || !c->sink) {
@@ -321,20 +321,20 @@ void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
         "fencing_token is 0; it must be the lease's token (Acquired.fencing_token)"));
   }
   if (absl::Status s = ValidateMetadata(metadata, options_.limits); !s.ok()) return done(s);
-  SessionSlot* slot = SlotOf(lease->lock_segment);
-  if (!slot->zk->connected()) {
+  ZkSession* zk = SessionOf(lease->lock_segment);
+  if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
   }
   auto not_found = [lease_id] {
     return absl::NotFoundError(absl::StrCat(
         "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
   };
-  ProclaimWrite(slot->zk, LeaseNodePath(options_.root, *lease), fencing_token, metadata,
+  ProclaimWrite(zk, LeaseNodePath(options_.root, *lease), fencing_token, metadata,
                 /*attempts=*/5, std::move(done), not_found);
 }
 
 int64_t LockEngine::LocalGrantUnixMs(const std::string& path) const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = by_path_.find(path);
   if (it == by_path_.end()) return 0;
   auto c = contenders_.find(it->second);
@@ -351,7 +351,7 @@ void LockEngine::Describe(
     std::function<void(absl::StatusOr<LockDescription>)> done) {
   if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
   const std::string segment = EncodeLockName(name);
-  ZkSession* zk = SlotOf(segment)->zk;  // slots_ is never resized: no lock needed
+  ZkSession* zk = SessionOf(segment);
   if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
   }
@@ -369,96 +369,114 @@ void LockEngine::Describe(
           absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
     }
     // The lock's ordered view from this listing; the ordering rule then
-    // says who holds (the same Decide the engine grants with).
+    // says who holds (the same Decide the engine grants with). The reads'
+    // answers arrive on the session's thread, or inline when it is closed.
     struct Gather {
-      std::mutex mu;
-      size_t left = 0;
-      LockQueue view;
-      std::vector<int32_t> seqs;  // queue order
-      std::vector<std::optional<ContenderView>> views;
-      int64_t delay_until_unix_ms = 0;
+      explicit Gather(const std::vector<std::string>& children) {
+        view.ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
+                         [](const LockQueue::Entry&) { return false; });
+        view.ForFront(view.size(), [&](int64_t, int32_t seq, const LockQueue::Entry& e) {
+          seqs.push_back(seq);
+          nodes.push_back(e.node);
+        });
+        left = seqs.size() + 1;
+        views.resize(seqs.size());
+      }
+      // Fixed at construction: queue order.
+      std::vector<int32_t> seqs;
+      std::vector<std::string> nodes;
+      absl::Mutex mu;
+      size_t left ABSL_GUARDED_BY(mu) = 0;
+      LockQueue view ABSL_GUARDED_BY(mu);
+      std::vector<std::optional<ContenderView>> views ABSL_GUARDED_BY(mu);
+      int64_t delay_until_unix_ms ABSL_GUARDED_BY(mu) = 0;
+
+      // One answer is in. With the last: true, the description, the paths
+      // of its holders (grant order) and how many contenders are still
+      // there (`pos`).
+      bool Answered(const std::string& lock_path, LockDescription* d,
+                    std::vector<std::string>* holder_paths, int64_t* pos)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+        if (--left > 0) return false;
+        const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
+            std::chrono::system_clock::now().time_since_epoch()).count();
+        if (delay_until_unix_ms > now_unix_ms) d->delayed_until_unix_ms = delay_until_unix_ms;
+        // Those that left while we looked are not in the queue.
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          if (views[i]) continue;
+          const LockQueue::Entry* gone = view.Find(seqs[i]);
+          if (gone != nullptr) view.Erase(seqs[i], std::string(gone->node));
+        }
+        *pos = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          std::optional<ContenderView>& v = views[i];
+          if (!v) continue;
+          v->position = ++*pos;
+          const bool holds = turnstile::Decide(view, seqs[i], v->kind, v->max_holders).holds;
+          if (v->kind == ContenderKind::kSemaphore && d->max_holders == 0) {
+            d->max_holders = v->max_holders;  // the front's N: the lock's
+          }
+          if (!holds) v->info.granted_unix_ms = 0;  // a mark still in flight
+          (holds ? d->holders : d->waiters).push_back(*v);
+          if (holds) holder_paths->push_back(lock_path + "/" + nodes[i]);
+        }
+        return true;
+      }
     };
-    auto g = std::make_shared<Gather>();
-    g->view.ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
-                        [](const LockQueue::Entry&) { return false; });
-    if (g->view.empty()) return done(not_found());
-    std::vector<std::string> nodes;
-    g->view.ForFront(g->view.size(), [&](int64_t, int32_t seq, const LockQueue::Entry& e) {
-      g->seqs.push_back(seq);
-      nodes.push_back(e.node);
-    });
-    g->left = g->seqs.size() + 1;
-    g->views.resize(g->seqs.size());
-    auto finish = [this, g, name, lock_path, nodes, done,
-                   not_found](std::unique_lock<std::mutex>& l) {
-                     if (--g->left > 0) return;
-                     LockDescription d;
-                     d.name = name;
-                     const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
-                     if (g->delay_until_unix_ms > now_unix_ms) {
-                       d.delayed_until_unix_ms = g->delay_until_unix_ms;
-                     }
-                     // Those that left while we looked are not in the queue.
-                     for (size_t i = 0; i < g->seqs.size(); ++i) {
-                       if (g->views[i]) continue;
-                       const LockQueue::Entry* gone = g->view.Find(g->seqs[i]);
-                       if (gone != nullptr) g->view.Erase(g->seqs[i], std::string(gone->node));
-                     }
-                     int64_t pos = 0;
-                     std::vector<std::string> holder_paths;
-                     for (size_t i = 0; i < g->seqs.size(); ++i) {
-                       std::optional<ContenderView>& v = g->views[i];
-                       if (!v) continue;
-                       v->position = ++pos;
-                       const bool holds =
-                           Decide(g->view, g->seqs[i], v->kind, v->max_holders).holds;
-                       if (v->kind == ContenderKind::kSemaphore && d.max_holders == 0) {
-                         d.max_holders = v->max_holders;  // the front's N: the lock's
-                       }
-                       if (!holds) v->info.granted_unix_ms = 0;  // a mark still in flight
-                       (holds ? d.holders : d.waiters).push_back(*v);
-                       if (holds) holder_paths.push_back(lock_path + "/" + nodes[i]);
-                     }
-                     l.unlock();
-                     // An exclusive or shared holder's grant time is known
-                     // only to the replica that granted it (no write on a
-                     // mutex's path for it).
-                     {
-                       std::lock_guard<std::mutex> el(mu_);
-                       for (size_t h = 0; h < d.holders.size(); ++h) {
-                         if (d.holders[h].info.granted_unix_ms > 0) continue;
-                         Contender* c = FindByPath(holder_paths[h]);
-                         if (c != nullptr && c->state == State::kHeld && c->announced) {
-                           d.holders[h].info.granted_unix_ms = c->granted_unix_ms;
-                         }
-                       }
-                     }
-                     if (pos == 0) return done(not_found());
-                     done(std::move(d));
+    auto g = std::make_shared<Gather>(children);
+    if (g->seqs.empty()) return done(not_found());
+    // With g->mu released by the last answer (which alone gets here).
+    auto finish = [this, name, done, not_found](LockDescription d, int64_t pos,
+                                                const std::vector<std::string>& holder_paths) {
+      // An exclusive or shared holder's grant time is known only to the
+      // replica that granted it (no write on a mutex's path for it).
+      {
+        absl::MutexLock el(&mu_);
+        for (size_t h = 0; h < d.holders.size(); ++h) {
+          if (d.holders[h].info.granted_unix_ms > 0) continue;
+          Contender* c = FindByPath(holder_paths[h]);
+          if (c != nullptr && c->state == State::kHeld && c->announced) {
+            d.holders[h].info.granted_unix_ms = c->granted_unix_ms;
+          }
+        }
+      }
+      if (pos == 0) return done(not_found());
+      d.name = name;
+      done(std::move(d));
     };
     // The lock node's own data: a lock-delay in progress.
-    zk->GetData(lock_path, nullptr, [g, finish](ZkCode code, const std::string& data,
-                                                const ZkStat&) {
-      std::unique_lock<std::mutex> l(g->mu);
+    zk->GetData(lock_path, nullptr, [g, lock_path, finish](ZkCode code, const std::string& data,
+                                                           const ZkStat&) {
+      absl::ReleasableMutexLock l(&g->mu);
       if (code == ZkCode::kOk) g->delay_until_unix_ms = DecodeLockMark(data).delay_until_unix_ms;
-      finish(l);
+      LockDescription d;
+      std::vector<std::string> holder_paths;
+      int64_t pos;
+      if (!g->Answered(lock_path, &d, &holder_paths, &pos)) return;
+      l.Release();
+      finish(std::move(d), pos, holder_paths);
     });
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      zk->GetData(lock_path + "/" + nodes[i], nullptr,
-                   [g, i, finish](ZkCode code, const std::string& data, const ZkStat& stat) {
-                     std::unique_lock<std::mutex> l(g->mu);
-                     if (code == ZkCode::kOk) {
-                       ContenderView v;
-                       if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
-                       v.kind = g->view.Find(g->seqs[i])->kind;
-                       v.max_holders = g->view.Find(g->seqs[i])->max_holders;
-                       v.since_unix_ms = stat.ctime_ms;
-                       v.fencing_token = static_cast<uint64_t>(stat.czxid);
-                       g->views[i] = v;
-                     }
-                     finish(l);
-                   });
+    for (size_t i = 0; i < g->nodes.size(); ++i) {
+      zk->GetData(lock_path + "/" + g->nodes[i], nullptr,
+                  [g, i, lock_path, finish](ZkCode code, const std::string& data,
+                                            const ZkStat& stat) {
+                    absl::ReleasableMutexLock l(&g->mu);
+                    if (code == ZkCode::kOk) {
+                      ContenderView v;
+                      if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
+                      v.kind = g->view.Find(g->seqs[i])->kind;
+                      v.max_holders = g->view.Find(g->seqs[i])->max_holders;
+                      v.since_unix_ms = stat.ctime_ms;
+                      v.fencing_token = static_cast<uint64_t>(stat.czxid);
+                      g->views[i] = v;
+                    }
+                    LockDescription d;
+                    std::vector<std::string> holder_paths;
+                    int64_t pos;
+                    if (!g->Answered(lock_path, &d, &holder_paths, &pos)) return;
+                    l.Release();
+                    finish(std::move(d), pos, holder_paths);
+                  });
     }
   });
 }
@@ -475,11 +493,10 @@ void LockEngine::List(const std::string& prefix, int limit,
     return done(absl::InvalidArgumentError(absl::StrCat(
         "prefix is ", prefix.size(), " bytes; the limit is ", kMaxLockNameBytes)));
   }
-  SessionSlot* slot = AnyConnected();  // reads only: any session of the pool answers
-  if (slot == nullptr) {
+  ZkSession* zk = AnyConnected();  // reads only: any session of the pool answers
+  if (zk == nullptr) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
   }
-  ZkSession* zk = slot->zk;
   zk->GetChildren(options_.root, [this, zk, prefix, limit, done, visible](
                                       ZkCode code,
                                       const std::vector<std::string>& children) {
@@ -512,15 +529,21 @@ void LockEngine::List(const std::string& prefix, int limit,
 }
 
 void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
-  const size_t begin = job->next;
-  const size_t end = std::min(job->names.size(), begin + kListBatch);
-  job->next = end;
-  job->live.assign(end - begin, false);
-  job->left = end - begin;
+  size_t begin, end;
+  {
+    // Uncontended: no answer is outstanding (the first batch, or the last
+    // answer of the previous one, which released the lock to call this).
+    absl::MutexLock l(&job->mu);
+    begin = job->next;
+    end = std::min(job->names.size(), begin + kListBatch);
+    job->next = end;
+    job->live.assign(end - begin, false);
+    job->left = end - begin;
+  }
   for (size_t i = begin; i < end; ++i) {
     job->zk->Exists(options_.root + "/" + job->names[i].second,
                 [this, job, i, begin](ZkCode code, const ZkStat& stat) {
-                  std::unique_lock<std::mutex> l(job->mu);
+                  absl::ReleasableMutexLock l(&job->mu);
                   job->live[i - begin] = code == ZkCode::kOk && stat.num_children > 0;
                   if (--job->left > 0) return;
                   for (size_t j = 0; j < job->live.size(); ++j) {
@@ -530,12 +553,13 @@ void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
                     job->out.names.resize(job->limit);
                     job->out.truncated = true;
                   } else if (job->next < job->names.size()) {
-                    l.unlock();
+                    l.Release();
                     ListBatch(job);  // from this completion: issues async calls only
                     return;
                   }
-                  l.unlock();
-                  job->done(std::move(job->out));
+                  LockList out = std::move(job->out);
+                  l.Release();
+                  job->done(std::move(out));
                 });
   }
 }

@@ -16,7 +16,7 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 
 void LockEngine::SetServingListener(std::function<void(bool)> listener) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     serving_listener_ = std::move(listener);
     Later([fn = serving_listener_, s = last_serving_] { fn(s); });
   }
@@ -35,7 +35,7 @@ bool AllReady(const std::vector<SessionSlot>& slots) {
 }  // namespace
 
 bool LockEngine::serving() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return AllReady(slots_) && !draining_;
 }
 
@@ -50,20 +50,24 @@ SessionSlot* LockEngine::SlotOf(const std::string& segment) {
   return &slots_[SessionIndexFor(segment, slots_.size())];
 }
 
-size_t LockEngine::SessionIndexOf(const std::string& name) const {
-  return SessionIndexFor(EncodeLockName(name), slots_.size());
+ZkSession* LockEngine::SessionOf(const std::string& segment) const {
+  return sessions_[SessionIndexFor(segment, sessions_.size())];
 }
 
-SessionSlot* LockEngine::AnyConnected() {
-  for (SessionSlot& s : slots_) {
-    if (s.zk->connected()) return &s;
+size_t LockEngine::SessionIndexOf(const std::string& name) const {
+  return SessionIndexFor(EncodeLockName(name), sessions_.size());
+}
+
+ZkSession* LockEngine::AnyConnected() const {
+  for (ZkSession* zk : sessions_) {
+    if (zk->connected()) return zk;
   }
   return nullptr;
 }
 
 void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (shut_down_) return;
     switch (e) {
       case SessionEvent::kConnected:
@@ -88,7 +92,7 @@ void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
 }
 
 void LockEngine::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   session_listeners_.push_back(std::move(listener));
 }
 
@@ -196,7 +200,7 @@ void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
   const std::string message = deleted_message;
   c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -221,7 +225,7 @@ void LockEngine::ConfirmResume(Contender* c) {
   std::string path = c->path();
   c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -269,7 +273,7 @@ void LockEngine::Suspend(SessionSlot* slot) {
   timers_->Cancel(slot->suspend_timer);
   slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       slot->suspend_timer = 0;
       if ((slot->connected && !slot->in_doubt) || shut_down_) return;
       std::vector<Contender*> held;
@@ -374,7 +378,7 @@ void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::st
                    [this, slot, index, paths = std::move(paths), epoch](
                        ZkCode code, const std::string&, const ZkStat&) {
                      {
-                       std::lock_guard<std::mutex> l(mu_);
+                       absl::MutexLock l(&mu_);
                        if (shut_down_ || epoch != slot->epoch) return;
                        if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
                          EnsurePath(slot, index + 1, paths);
@@ -417,7 +421,7 @@ void LockEngine::Heartbeat(SessionSlot* slot) {
   const Millis interval = HeartbeatInterval(*slot);
   slot->heartbeat_timer = timers_->ScheduleAfter(interval, [this, slot, interval] {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       slot->heartbeat_timer = 0;
       if (shut_down_) return;
       if (slot->connected) {
@@ -442,7 +446,7 @@ void LockEngine::SendHeartbeat(SessionSlot* slot) {
   uint64_t epoch = slot->epoch;
   slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (shut_down_ || epoch != slot->epoch) return;
       slot->heartbeat_in_flight = false;
       if (code == ZkCode::kOk) {

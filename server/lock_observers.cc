@@ -60,7 +60,7 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
   std::vector<std::function<void()>> later;
   uint64_t id = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (draining_) return absl::UnavailableError("replica is draining; observe through another");
     auto [it, fresh] = locks_.try_emplace(segment);
     Observed& o = it->second;
@@ -87,7 +87,7 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
 }
 
 void LockObservers::Stop(uint64_t id) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
   const std::string segment = it->second;
@@ -102,7 +102,7 @@ void LockObservers::Stop(uint64_t id) {
 void LockObservers::Drain() {
   std::vector<std::shared_ptr<ObserveSink>> sinks;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     draining_ = true;
     for (auto& [segment, o] : locks_) {
       for (auto& [id, sink] : o.sinks) sinks.push_back(sink);
@@ -113,7 +113,7 @@ void LockObservers::Drain() {
 }
 
 ObserveStats LockObservers::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   ObserveStats s = stats_;
   s.locks = locks_.size();
   s.observers = by_id_.size();
@@ -152,7 +152,7 @@ void LockObservers::Read(Observed* o, std::vector<std::function<void()>>* later)
                                                 const std::vector<std::string>& children,
                                                 const ZkStat&) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       // The C client keeps the watch only when the read succeeded.
       if (Observed* o = Find(segment, epoch); o != nullptr && arm && code != ZkCode::kOk) {
         o->children_watch = false;
@@ -175,7 +175,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
                              ZkCode code, const std::vector<std::string>& children) {
   std::vector<std::function<void()>> later;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     Observed* o = Find(segment, epoch);
     if (o == nullptr || o->reading != read) return;
     if (code == ZkCode::kNoNode) {
@@ -189,7 +189,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
             [this, segment, epoch](ZkCode code, const ZkStat&) {
               std::vector<std::function<void()>> later;
               {
-                std::lock_guard<std::mutex> l(mu_);
+                absl::MutexLock l(&mu_);
                 Observed* o = Find(segment, epoch);
                 if (o == nullptr) return;
                 if (code != ZkCode::kOk && code != ZkCode::kNoNode) o->exists_watch = false;
@@ -220,6 +220,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
       auto view = std::make_shared<LockQueue>();
       view->ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
                         [](const LockQueue::Entry&) { return false; });
+      // Guarded by mu_, which every callback that touches it holds.
       struct Gather {
         size_t left = 0;
         std::vector<std::optional<ContenderView>> holders;
@@ -239,8 +240,8 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
       const int64_t contenders = static_cast<int64_t>(view->size());
       g->holders.resize(g->nodes.size());
       g->left = g->nodes.size();
-      auto complete = [this, segment, epoch, read, g, view, contenders]() {
-        // With mu_ held.
+      auto complete = [this, segment, epoch, read, g, view, contenders]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         std::vector<std::function<void()>> later;
         Observed* o = Find(segment, epoch);
         if (o == nullptr || o->reading != read) return later;
@@ -303,7 +304,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
                           ZkCode code, const std::string& data, const ZkStat& stat) {
                         std::vector<std::function<void()>> later;
                         {
-                          std::lock_guard<std::mutex> l(mu_);
+                          absl::MutexLock l(&mu_);
                           Observed* o = Find(segment, epoch);
                           if (o != nullptr && arm && code != ZkCode::kOk) {
                             o->data_watched.erase(node);
@@ -375,7 +376,7 @@ void LockObservers::OnWatch(const std::string& segment, uint64_t epoch, int whic
                             const std::string& node) {
   std::vector<std::function<void()>> later;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     Observed* o = Find(segment, epoch);
     if (o == nullptr) return;
     ++stats_.watch_events;
@@ -394,7 +395,7 @@ void LockObservers::OnWatch(const std::string& segment, uint64_t epoch, int whic
 void LockObservers::OnSessionEvent(size_t index, SessionEvent e) {
   std::vector<std::function<void()>> later;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     std::vector<std::string> forget;
     for (auto& [segment, o] : locks_) {
       if (o.session != index) continue;

@@ -20,19 +20,24 @@
 // they fire (ZooKeeper has no cheap way to drop a children watch from the C
 // client); the entry lingers until then, so observing a lock again re-uses
 // them instead of piling up watchers. Thread-safe.
+//
+// Lock order: mu_ -> the engine's lock (LocalGrantUnixMs) -> each
+// session's work queue and watch registry. The engine calls OnSessionEvent
+// outside its own lock. Sinks are called with no lock held.
 #ifndef TURNSTILE_SERVER_LOCK_OBSERVERS_H_
 #define TURNSTILE_SERVER_LOCK_OBSERVERS_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/lock_engine.h"
 
 namespace turnstile {
@@ -78,11 +83,12 @@ class LockObservers {
   // while draining). The sink's first state comes from a read of the lock
   // started after this call (never a cached one from before), then one
   // after every change. Returns the id for Stop.
-  absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink);
-  void Stop(uint64_t id);
+  absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // SIGTERM: every observer is told to end; new ones are refused.
-  void Drain();
-  ObserveStats stats() const;
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  ObserveStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Observed {
@@ -108,29 +114,34 @@ class LockObservers {
     std::map<std::string, int64_t> seen_granted;
   };
 
-  void OnSessionEvent(size_t index, SessionEvent e);
+  void OnSessionEvent(size_t index, SessionEvent e) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads the lock unless a read is in flight (then once more after it).
-  void Read(Observed* o, std::vector<std::function<void()>>* later);
+  void Read(Observed* o, std::vector<std::function<void()>>* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnListed(const std::string& segment, uint64_t epoch, uint64_t read, ZkCode code,
-                const std::vector<std::string>& children);
-  void OnWatch(const std::string& segment, uint64_t epoch, int which, const std::string& node);
+                const std::vector<std::string>& children) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWatch(const std::string& segment, uint64_t epoch, int which, const std::string& node)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
-               std::vector<std::function<void()>>* later);
-  void FinishRead(Observed* o, std::vector<std::function<void()>>* later);
+               std::vector<std::function<void()>>* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishRead(Observed* o, std::vector<std::function<void()>>* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Observers, joining ones included.
   static bool Watched(const Observed& o) { return !o.sinks.empty() || !o.joining.empty(); }
   // Drops an entry with no observers and no watch armed.
-  void MaybeForget(const std::string& segment);
-  Observed* Find(const std::string& segment, uint64_t epoch);
+  void MaybeForget(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Observed* Find(const std::string& segment, uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   LockEngine* const engine_;
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 0;                                 // GUARDED_BY(mu_)
-  uint64_t next_epoch_ = 0;                              // GUARDED_BY(mu_)
-  std::map<std::string, Observed> locks_;                // GUARDED_BY(mu_) by segment
-  std::unordered_map<uint64_t, std::string> by_id_;      // GUARDED_BY(mu_)
-  bool draining_ = false;                                // GUARDED_BY(mu_)
-  ObserveStats stats_;                                   // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;  // before the engine's (see the top)
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // By segment. An Observed reached through a pointer is guarded by mu_
+  // too: every function that takes one REQUIRES mu_.
+  std::map<std::string, Observed> locks_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::string> by_id_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  ObserveStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace turnstile

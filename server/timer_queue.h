@@ -3,17 +3,21 @@
 // The engine's wait timeouts, lease TTLs, suspension deadlines and heartbeats
 // run here, never on ZooKeeper's completion thread. Callbacks run outside the
 // queue's lock, one at a time, and may schedule or cancel timers. Thread-safe.
+// Its lock is a leaf: callers may hold theirs (the engine's) while they
+// schedule or cancel.
 #ifndef TURNSTILE_SERVER_TIMER_QUEUE_H_
 #define TURNSTILE_SERVER_TIMER_QUEUE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace turnstile {
 
@@ -27,43 +31,43 @@ class TimerQueue {
 
   // Waits for a running callback, drops the rest; later Schedule/Cancel
   // calls do nothing. Idempotent.
-  void Shutdown() {
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       stop_ = true;
       timers_.clear();
       index_.clear();
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   }
   TimerQueue(const TimerQueue&) = delete;
   TimerQueue& operator=(const TimerQueue&) = delete;
 
-  TimerId Schedule(Clock::time_point when, std::function<void()> fn) {
-    std::lock_guard<std::mutex> l(mu_);
+  TimerId Schedule(Clock::time_point when, std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     TimerId id = ++next_id_;
     if (stop_) return id;
     auto it = timers_.emplace(std::make_pair(when, id), std::move(fn)).first;
     index_.emplace(id, when);
     // The thread sleeps until the earliest deadline: only a new earliest
     // one needs to wake it (most timers are far off: wait timeouts, TTLs).
-    if (it == timers_.begin()) cv_.notify_all();
+    if (it == timers_.begin()) cv_.SignalAll();
     return id;
   }
   TimerId ScheduleAfter(Clock::duration d, std::function<void()> fn) {
     return Schedule(Clock::now() + d, std::move(fn));
   }
   // Timers scheduled and not yet run or cancelled (tests: nothing leaks).
-  size_t size() const {
-    std::lock_guard<std::mutex> l(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     return timers_.size();
   }
   // No-op for fired, cancelled or zero ids. A callback already running is
   // not waited for. Never wakes the thread: a deadline that is gone only
   // makes it look again.
-  void Cancel(TimerId id) {
-    std::lock_guard<std::mutex> l(mu_);
+  void Cancel(TimerId id) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     auto it = index_.find(id);
     if (it == index_.end()) return;
     timers_.erase(std::make_pair(it->second, id));
@@ -71,35 +75,38 @@ class TimerQueue {
   }
 
  private:
-  void Run() {
-    std::unique_lock<std::mutex> l(mu_);
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
     while (!stop_) {
       if (timers_.empty()) {
-        cv_.wait(l);
+        cv_.Wait(&mu_);
         continue;
       }
       auto first = timers_.begin();
-      if (first->first.first > Clock::now()) {
+      const Clock::time_point now = Clock::now();
+      if (first->first.first > now) {
         // A copy: Cancel or Shutdown may erase the entry while this waits.
         const Clock::time_point due = first->first.first;
-        cv_.wait_until(l, due);
+        cv_.WaitWithTimeout(&mu_, absl::FromChrono(due - now));
         continue;
       }
       std::function<void()> fn = std::move(first->second);
       index_.erase(first->first.second);
       timers_.erase(first);
-      l.unlock();
+      mu_.Unlock();
       fn();
-      l.lock();
+      mu_.Lock();
     }
+    mu_.Unlock();
   }
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                                                      // GUARDED_BY(mu_)
-  TimerId next_id_ = 0;                                                    // GUARDED_BY(mu_)
-  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;  // GUARDED_BY(mu_)
-  std::map<TimerId, Clock::time_point> index_;                            // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  TimerId next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_
+      ABSL_GUARDED_BY(mu_);
+  std::map<TimerId, Clock::time_point> index_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

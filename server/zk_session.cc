@@ -16,6 +16,10 @@
 // not owned by the C client: a per-call watcher is registered here under a
 // numeric id (the C client only sees the id), so a watch that never fires (the
 // session expired or closed) is dropped with the registry instead of leaking.
+//
+// Locks: a session's mu_ (its work queue) and the watch registry's are
+// leaves, taken by callers that may hold the engine's or the observers'
+// lock; neither is held while a callback runs.
 #include "server/zk_session.h"
 
 #include <zookeeper/zookeeper.h>
@@ -26,19 +30,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace turnstile {
 
@@ -148,7 +152,7 @@ class ZkClientSession final : public ZkSession {
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (closed_) return;
       closed_ = true;
       stop_loop_ = true;
@@ -165,7 +169,7 @@ class ZkClientSession final : public ZkSession {
     for (;;) {
       std::deque<std::function<void()>> left;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         left.swap(queue_);
       }
       if (left.empty()) break;
@@ -183,7 +187,7 @@ class ZkClientSession final : public ZkSession {
   }
 
   SessionCredentials credentials() const override {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     return credentials_;
   }
 
@@ -528,14 +532,14 @@ class ZkClientSession final : public ZkSession {
   class WatchRegistry {
    public:
     uint64_t Add(ZkClientSession* owner, Watcher w, const std::string& data_path = {}) {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       uint64_t id = ++next_id_;
       entries_.emplace(id, Entry{owner, std::move(w), data_path});
       if (!data_path.empty()) ++data_paths_[{owner, data_path}];
       return id;
     }
     Watcher Take(uint64_t id, ZkClientSession** owner) {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = entries_.find(id);
       if (it == entries_.end()) return nullptr;
       *owner = it->second.owner;
@@ -544,19 +548,19 @@ class ZkClientSession final : public ZkSession {
       return w;
     }
     void Drop(uint64_t id) {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       auto it = entries_.find(id);
       if (it != entries_.end()) EraseLocked(it);
     }
     void DropAll(ZkClientSession* owner) {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       for (auto it = entries_.begin(); it != entries_.end();) {
         it = it->second.owner == owner ? EraseLocked(it) : std::next(it);
       }
     }
     // Whether `owner` has a live data watcher on `path`.
     bool WatchesData(ZkClientSession* owner, const std::string& path) {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       return data_paths_.count({owner, path}) > 0;
     }
 
@@ -567,17 +571,17 @@ class ZkClientSession final : public ZkSession {
       std::string data_path;
     };
     using Entries = std::unordered_map<uint64_t, Entry>;
-    Entries::iterator EraseLocked(Entries::iterator it) {
+    Entries::iterator EraseLocked(Entries::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (!it->second.data_path.empty()) {
         auto p = data_paths_.find({it->second.owner, it->second.data_path});
         if (p != data_paths_.end() && --p->second <= 0) data_paths_.erase(p);
       }
       return entries_.erase(it);
     }
-    std::mutex mu_;
-    uint64_t next_id_ = 0;                                   // GUARDED_BY(mu_)
-    Entries entries_;                                        // GUARDED_BY(mu_)
-    std::map<std::pair<ZkClientSession*, std::string>, int> data_paths_;  // GUARDED_BY(mu_)
+    absl::Mutex mu_;
+    uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+    Entries entries_ ABSL_GUARDED_BY(mu_);
+    std::map<std::pair<ZkClientSession*, std::string>, int> data_paths_ ABSL_GUARDED_BY(mu_);
   };
   static WatchRegistry& Watches() {
     static WatchRegistry* r = new WatchRegistry();
@@ -598,7 +602,7 @@ class ZkClientSession final : public ZkSession {
       negotiated_timeout_ms_ = zoo_recv_timeout(zh);
       {
         const clientid_t* id = zoo_client_id(zh);
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         credentials_.session_id = id->client_id;
         credentials_.password.assign(id->passwd, sizeof(id->passwd));
       }
@@ -627,7 +631,7 @@ class ZkClientSession final : public ZkSession {
     if (zh_ != nullptr) zookeeper_close(zh_);  // expired: nothing to send
     zh_ = nullptr;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       if (closed_) return;
       credentials_ = SessionCredentials{};
     }
@@ -702,7 +706,7 @@ class ZkClientSession final : public ZkSession {
   void Post(std::function<void()> fn) {
     bool wake;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       wake = queue_.empty() && std::this_thread::get_id() != loop_id_;
       queue_.push_back(std::move(fn));
     }
@@ -718,13 +722,13 @@ class ZkClientSession final : public ZkSession {
   void Loop() {
     using Clock = std::chrono::steady_clock;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       loop_id_ = std::this_thread::get_id();
     }
     std::deque<std::function<void()>> work;
     for (;;) {
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         if (stop_loop_) return;
         work.swap(queue_);
       }
@@ -756,7 +760,7 @@ class ZkClientSession final : public ZkSession {
         timeout_ms = timeout_ms < 0 ? wait : std::min(timeout_ms, wait);
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         if (!queue_.empty() || stop_loop_) timeout_ms = 0;  // queued by a callback
       }
       const int n = poll(fds, nfds, timeout_ms);
@@ -778,12 +782,12 @@ class ZkClientSession final : public ZkSession {
   const ZkClientOptions options_;
   SessionListener listener_;
 
-  mutable std::mutex mu_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_) work for the loop
-  bool closed_ = false;                      // GUARDED_BY(mu_)
-  bool stop_loop_ = false;                   // GUARDED_BY(mu_)
-  std::thread::id loop_id_;                  // GUARDED_BY(mu_) for writes
-  SessionCredentials credentials_;           // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);  // work for the loop
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_loop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread::id loop_id_ ABSL_GUARDED_BY(mu_);
+  SessionCredentials credentials_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> connected_{false};
   std::atomic<int> negotiated_timeout_ms_{0};
   int wake_fd_ = -1;
