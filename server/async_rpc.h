@@ -26,11 +26,13 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace turnstile {
 namespace rpc {
@@ -91,21 +93,21 @@ class CqThread {
 class OpCount {
  public:
   // Before starting an op; false once the call is over (do not start it).
-  bool Begin() {
-    std::lock_guard<std::mutex> l(mu_);
+  bool Begin() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     if (over_) return false;
     ++pending_;
     return true;
   }
-  void BeginFinish() {
-    std::lock_guard<std::mutex> l(mu_);
+  void BeginFinish() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     ++pending_;
     finish_started_ = true;
   }
   // After an op's tag came back (or failed to start); true when the call
   // is now over (call OnDone once).
-  bool End(bool done_seen = false) {
-    std::lock_guard<std::mutex> l(mu_);
+  bool End(bool done_seen = false) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     --pending_;
     if (done_seen) done_ = true;
     if (!over_ && done_ && finish_started_ && pending_ == 0) {
@@ -116,11 +118,11 @@ class OpCount {
   }
 
  private:
-  std::mutex mu_;
-  int pending_ = 0;
-  bool done_ = false;
-  bool finish_started_ = false;
-  bool over_ = false;
+  absl::Mutex mu_;  // a leaf
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool over_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // What every streaming call shares: its context, its operations in flight,

@@ -249,23 +249,28 @@ bool AuthzPolicy::MayAllowUnder(absl::string_view identity, AuthzAction action,
 
 absl::StatusOr<std::unique_ptr<PolicyFile>> PolicyFile::Load(const std::string& path) {
   auto f = std::unique_ptr<PolicyFile>(new PolicyFile(path));
+  // Not shared yet: the locks only satisfy the analysis (start-up, once).
+  absl::MutexLock reload(&f->reload_mu_);
   auto text = f->file_.ReadNow();
   if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--authz-file: ", text.status().message()));
   auto p = AuthzPolicy::Parse(*text);
   if (!p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--authz-file ", path, ": ", p.status().message()));
   }
-  f->policy_ = *p;
+  {
+    absl::MutexLock l(&f->mu_);
+    f->policy_ = *p;
+  }
   return f;
 }
 
 std::shared_ptr<const AuthzPolicy> PolicyFile::current() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return policy_;
 }
 
 bool PolicyFile::Reload(bool force) {
-  std::lock_guard<std::mutex> reload(reload_mu_);
+  absl::MutexLock reload(&reload_mu_);
   auto text = file_.Changed(force);
   if (!text.ok()) {
     std::fprintf(stderr,
@@ -282,7 +287,7 @@ bool PolicyFile::Reload(bool force) {
     return false;
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     policy_ = *p;
   }
   std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules)\n", path().c_str(),
@@ -426,6 +431,8 @@ absl::StatusOr<std::shared_ptr<const ClientCertVerifier::Trust>> ClientCertVerif
 absl::StatusOr<std::unique_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
     const std::string& ca_pem, const std::string& crl_path, const std::string& ca_path) {
   auto v = std::unique_ptr<ClientCertVerifier>(new ClientCertVerifier());
+  // Not shared yet: the locks only satisfy the analysis (start-up, once).
+  absl::MutexLock reload(&v->reload_mu_);
   v->ca_pem_ = ca_pem;
   if (!ca_path.empty()) {
     v->ca_file_ = std::make_unique<WatchedFile>(ca_path);
@@ -450,19 +457,22 @@ absl::StatusOr<std::unique_ptr<ClientCertVerifier>> ClientCertVerifier::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("--tls-client-crl-file ", crl_path, ": ", trust.status().message()));
   }
-  v->trust_ = *trust;
+  {
+    absl::MutexLock l(&v->mu_);
+    v->trust_ = *trust;
+  }
   return v;
 }
 
 ClientCertVerifier::~ClientCertVerifier() = default;
 
 std::shared_ptr<const ClientCertVerifier::Trust> ClientCertVerifier::trust() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return trust_;
 }
 
 bool ClientCertVerifier::ReloadCrl(bool force) {
-  std::lock_guard<std::mutex> reload(reload_mu_);
+  absl::MutexLock reload(&reload_mu_);
   if (crl_file_ == nullptr) return false;
   auto text = crl_file_->Changed(force);
   if (!text.ok()) {
@@ -479,7 +489,7 @@ bool ClientCertVerifier::ReloadCrl(bool force) {
   }
   crl_pem_ = **text;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     trust_ = *trust;
     cache_.clear();  // every identity is verified again under the new CRL
   }
@@ -489,7 +499,7 @@ bool ClientCertVerifier::ReloadCrl(bool force) {
 }
 
 bool ClientCertVerifier::ReloadCa(bool force) {
-  std::lock_guard<std::mutex> reload(reload_mu_);
+  absl::MutexLock reload(&reload_mu_);
   if (ca_file_ == nullptr) return false;
   auto text = ca_file_->Changed(force);
   if (!text.ok()) {
@@ -507,7 +517,7 @@ bool ClientCertVerifier::ReloadCa(bool force) {
   }
   ca_pem_ = **text;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     trust_ = *trust;
     cache_.clear();  // every identity is verified again under the new CAs
   }
@@ -531,7 +541,7 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
   const time_t now = std::time(nullptr);
   std::shared_ptr<const Trust> trust;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     auto it = cache_.find(leaf_pem);
     if (it != cache_.end() && now < it->second.not_after) return it->second.identity;
     trust = trust_;
@@ -573,7 +583,7 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
     struct tm tm {};
     if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf[0].get()), &tm) == 1) not_after = timegm(&tm);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (trust != trust_) return identity;  // a new CRL came meanwhile: do not cache
   if (cache_.size() >= 4096) cache_.clear();  // bounded; rebuilt by the next calls
   cache_[leaf_pem] = Cached{identity, not_after};

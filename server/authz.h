@@ -8,15 +8,16 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "server/watched_file.h"
 
 namespace grpc {
@@ -73,20 +74,22 @@ class PolicyFile {
   // Loads `path` (an error if it is missing or invalid: a replica does not
   // start with a broken policy).
   static absl::StatusOr<std::unique_ptr<PolicyFile>> Load(const std::string& path);
-  std::shared_ptr<const AuthzPolicy> current() const;
+  std::shared_ptr<const AuthzPolicy> current() const ABSL_LOCKS_EXCLUDED(mu_);
   // Re-reads the file if it changed since the last look (force: even if
   // its stat did not change). An invalid file is logged (never its bytes)
   // and the previous policy stays; returns whether a new policy is now in
   // force.
-  bool Reload(bool force);
-  const std::string& path() const { return file_.path(); }
+  bool Reload(bool force) ABSL_LOCKS_EXCLUDED(reload_mu_, mu_);
+  const std::string& path() const { return path_; }
 
  private:
-  explicit PolicyFile(std::string path) : file_(std::move(path)) {}
-  std::mutex reload_mu_;                       // serializes Reload
-  WatchedFile file_;                           // GUARDED_BY(reload_mu_)
-  mutable std::mutex mu_;
-  std::shared_ptr<const AuthzPolicy> policy_;  // GUARDED_BY(mu_)
+  explicit PolicyFile(std::string path) : path_(path), file_(std::move(path)) {}
+  const std::string path_;
+  // Serializes Reload; taken before mu_.
+  absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  WatchedFile file_ ABSL_GUARDED_BY(reload_mu_);
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const AuthzPolicy> policy_ ABSL_GUARDED_BY(mu_);
 };
 
 // Verifies client certificates against --tls-client-ca-file and names the
@@ -105,42 +108,44 @@ class ClientCertVerifier {
       const std::string& ca_path = "");
   ~ClientCertVerifier();
   // The caller's identity, or UNAUTHENTICATED saying why not.
-  absl::StatusOr<std::string> Identify(const grpc::AuthContext& ctx);
+  absl::StatusOr<std::string> Identify(const grpc::AuthContext& ctx) ABSL_LOCKS_EXCLUDED(mu_);
   // Same, from PEM text (leaf, then the rest of the chain the client sent).
   absl::StatusOr<std::string> IdentifyPem(const std::string& leaf_pem,
-                                          const std::string& chain_pem);
+                                          const std::string& chain_pem) ABSL_LOCKS_EXCLUDED(mu_);
   // Re-reads the CRL file if it changed (force: even if its stat did not).
   // A new CRL applies to the next call (identities verified earlier are
   // verified again). An invalid file is logged (never its bytes) and the
   // previous CRL stays. Returns whether a new CRL is now in force; false
   // without a CRL file.
-  bool ReloadCrl(bool force);
+  bool ReloadCrl(bool force) ABSL_LOCKS_EXCLUDED(reload_mu_, mu_);
   // Re-reads the client CA bundle if it changed (certificate rotation: a
   // new CA, or old and new together during a cross-signed window). New
   // calls are verified against it; identities verified before are
   // verified again; open streams are not disturbed. An invalid bundle is
   // logged and the previous one stays. False without `ca_path`.
-  bool ReloadCa(bool force);
+  bool ReloadCa(bool force) ABSL_LOCKS_EXCLUDED(reload_mu_, mu_);
 
  private:
   ClientCertVerifier() = default;
   struct Trust;  // the CAs and CRLs one verification uses (an X509_STORE)
   // A Trust from the CA bundle and the CRL file's text, or why not.
   absl::StatusOr<std::shared_ptr<const Trust>> MakeTrust(const std::string& ca_pem,
-                                                         const std::string& crl_pem) const;
-  std::shared_ptr<const Trust> trust() const;
+                                                         const std::string& crl_pem) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(reload_mu_);
+  std::shared_ptr<const Trust> trust() const ABSL_LOCKS_EXCLUDED(mu_);
   struct Cached {
     std::string identity;
     time_t not_after = 0;
   };
-  std::string ca_pem_;                     // GUARDED_BY(reload_mu_) after Create
-  std::string crl_pem_;                    // GUARDED_BY(reload_mu_) the CRLs in force
-  std::unique_ptr<WatchedFile> ca_file_;   // GUARDED_BY(reload_mu_); null: not reloaded
-  std::unique_ptr<WatchedFile> crl_file_;  // GUARDED_BY(reload_mu_); null without CRLs
-  std::mutex reload_mu_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const Trust> trust_;                 // GUARDED_BY(mu_)
-  std::unordered_map<std::string, Cached> cache_;      // GUARDED_BY(mu_) leaf PEM -> identity
+  // Serializes the reloads; taken before mu_.
+  absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::string ca_pem_ ABSL_GUARDED_BY(reload_mu_);
+  std::string crl_pem_ ABSL_GUARDED_BY(reload_mu_);  // the CRLs in force
+  std::unique_ptr<WatchedFile> ca_file_ ABSL_GUARDED_BY(reload_mu_);   // null: not reloaded
+  std::unique_ptr<WatchedFile> crl_file_ ABSL_GUARDED_BY(reload_mu_);  // null without CRLs
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const Trust> trust_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Cached> cache_ ABSL_GUARDED_BY(mu_);  // leaf PEM -> identity
 };
 
 // One audit line (JSON) on stderr.

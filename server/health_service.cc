@@ -15,27 +15,30 @@ void HealthService::Start(grpc::ServerCompletionQueue* cq) {
 }
 
 void HealthService::SetServingStatus(const std::string& service, bool serving) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   serving_[service] = serving;
 }
 
 void HealthService::SetServingStatus(bool serving) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   serving_[""] = serving;
   for (auto& [name, s] : serving_) s = serving;
 }
 
 void HealthService::Check(CheckCall* call) {
-  std::unique_lock<std::mutex> l(mu_);
-  auto it = serving_.find(call->request().service());
-  if (it == serving_.end()) {
-    l.unlock();
+  bool known, serving = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = serving_.find(call->request().service());
+    known = it != serving_.end();
+    if (known) serving = it->second;
+  }
+  if (!known) {
     call->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
     return;
   }
-  call->response()->set_status(it->second ? HealthCheckResponse::SERVING
-                                          : HealthCheckResponse::NOT_SERVING);
-  l.unlock();
+  call->response()->set_status(serving ? HealthCheckResponse::SERVING
+                                       : HealthCheckResponse::NOT_SERVING);
   call->Finish(grpc::Status::OK);
 }
 

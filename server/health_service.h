@@ -10,9 +10,10 @@
 #define TURNSTILE_SERVER_HEALTH_SERVICE_H_
 
 #include <map>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/async_rpc.h"
 
@@ -23,18 +24,18 @@ class HealthService {
   void Register(grpc::ServerBuilder* builder) { builder->RegisterService(&async_); }
   void Start(grpc::ServerCompletionQueue* cq);
   // Sets one service's status (creating it).
-  void SetServingStatus(const std::string& service, bool serving);
+  void SetServingStatus(const std::string& service, bool serving) ABSL_LOCKS_EXCLUDED(mu_);
   // Sets every known service's status, "" included.
-  void SetServingStatus(bool serving);
+  void SetServingStatus(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using CheckCall =
       rpc::UnaryCall<grpc::health::v1::HealthCheckRequest, grpc::health::v1::HealthCheckResponse>;
-  void Check(CheckCall* call);
+  void Check(CheckCall* call) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::health::v1::Health::AsyncService async_;
-  std::mutex mu_;
-  std::map<std::string, bool> serving_;  // GUARDED_BY(mu_)
+  absl::Mutex mu_;  // a leaf
+  std::map<std::string, bool> serving_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace turnstile

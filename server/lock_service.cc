@@ -5,10 +5,11 @@
 #include <atomic>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace turnstile {
 namespace {
@@ -107,9 +108,12 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
   // one not yet handed to gRPC is dropped for the newer (a client that
   // stops reading must not grow the replica's memory with refreshes).
   // Returns whether one was dropped.
-  bool SendReplacing(Resp msg, bool (*same_kind)(const Resp&)) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (done_ || finish_) return false;
+  bool SendReplacing(Resp msg, bool (*same_kind)(const Resp&)) ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
+    if (done_ || finish_) {
+      mu_.Unlock();
+      return false;
+    }
     bool dropped = false;
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (!it->probe && same_kind(it->msg)) {
@@ -120,99 +124,120 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
       }
     }
     queue_.push_back(Queued{std::move(msg), false});
-    PumpLocked(l);
+    PumpAndUnlock();
     return dropped;
   }
   // Messages waiting to be handed to gRPC (tests).
-  size_t pending() {
-    std::lock_guard<std::mutex> l(mu_);
+  size_t pending() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     return queue_.size();
   }
   // Like Send; once this message has gone to the transport (the stream
   // was still open then), OnProbeWritten runs. A cancelled or broken
   // stream fails the write instead.
   void SendProbe(Resp msg) { Enqueue(std::move(msg), false, true); }
-  void FinishAfterWrites(grpc::Status status) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (done_ || finish_) return;
+  void FinishAfterWrites(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
+    if (done_ || finish_) {
+      mu_.Unlock();
+      return;
+    }
     finish_ = std::move(status);
-    PumpLocked(l);
+    PumpAndUnlock();
   }
 
-  void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> l(mu_);
+  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) override {
+    mu_.Lock();
     writing_ = false;
     const bool probe = current_is_probe_;
     current_is_probe_ = false;
     current_.Clear();  // a waiter may keep its stream for hours: drop the sent payload
     if (!ok) queue_.clear();  // the stream broke; OnDone follows
-    PumpLocked(l);
-    if (l.owns_lock()) l.unlock();
+    PumpAndUnlock();
     if (probe && ok) OnProbeWritten();
   }
 
  protected:
-  void Enqueue(Resp msg, bool last, bool probe) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (done_ || finish_) return;
+  void Enqueue(Resp msg, bool last, bool probe) ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
+    if (done_ || finish_) {
+      mu_.Unlock();
+      return;
+    }
     queue_.push_back(Queued{std::move(msg), probe});
     if (last) hold_last_ = true;
-    PumpLocked(l);
+    PumpAndUnlock();
   }
-  void PumpLocked(std::unique_lock<std::mutex>& l) {
-    if (writing_ || finished_ || done_) return;
+  // Hands the next message (or the status) to gRPC unless a write is in
+  // flight, and releases mu_ first (gRPC may call back inline).
+  void PumpAndUnlock() ABSL_UNLOCK_FUNCTION(mu_) {
+    if (writing_ || finished_ || done_) {
+      mu_.Unlock();
+      return;
+    }
     if (queue_.size() == 1 && finish_) {
       finished_ = true;
       current_ = std::move(queue_.front().msg);
       queue_.pop_front();
       grpc::Status s = *finish_;
-      l.unlock();
+      mu_.Unlock();
       OnFinishing(s);
+      // current_ is not touched again: finished_ ends the queue.
       this->StartWriteAndFinish(&current_, grpc::WriteOptions(), s);
       return;
     }
-    if (queue_.size() == 1 && hold_last_) return;  // FinishAfterWrites follows
+    if (queue_.size() == 1 && hold_last_) {  // FinishAfterWrites follows
+      mu_.Unlock();
+      return;
+    }
     if (!queue_.empty()) {
       writing_ = true;
       current_ = std::move(queue_.front().msg);
       current_is_probe_ = queue_.front().probe;
       queue_.pop_front();
-      l.unlock();
+      mu_.Unlock();
+      // gRPC reads current_ until OnWriteDone; nothing writes it while writing_.
       this->StartWrite(&current_);
       return;
     }
     if (finish_) {
       finished_ = true;
       grpc::Status s = *finish_;
-      l.unlock();
+      mu_.Unlock();
       OnFinishing(s);
       this->Finish(s);
+      return;
     }
+    mu_.Unlock();
   }
   // Called once, just before Finish (metrics).
   virtual void OnFinishing(const grpc::Status&) {}
   // A SendProbe message was written (called without mu_ held).
   virtual void OnProbeWritten() {}
-  void MarkDone() {
-    std::lock_guard<std::mutex> l(mu_);
+  void MarkDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     done_ = true;
   }
 
-  std::mutex mu_;
+  // A leaf: nothing else is taken while it is held, and gRPC is called
+  // only after it is released.
+  absl::Mutex mu_;
   // A list, not a deque: an empty std::deque still holds a ~0.5 KB block,
   // and a waiting stream's queue is almost always empty.
   struct Queued {
     Resp msg;
     bool probe;
   };
-  std::list<Queued> queue_;            // GUARDED_BY(mu_)
-  Resp current_;                       // GUARDED_BY(mu_) while !writing_
-  bool current_is_probe_ = false;      // GUARDED_BY(mu_)
-  bool writing_ = false;               // GUARDED_BY(mu_)
-  bool hold_last_ = false;             // GUARDED_BY(mu_) see Send
-  std::optional<grpc::Status> finish_; // GUARDED_BY(mu_)
-  bool finished_ = false;              // GUARDED_BY(mu_)
-  bool done_ = false;                  // GUARDED_BY(mu_)
+  std::list<Queued> queue_ ABSL_GUARDED_BY(mu_);
+  // The message gRPC is writing: set under mu_, then read by gRPC (by
+  // address, after mu_ is released) until OnWriteDone.
+  Resp current_ ABSL_GUARDED_BY(mu_);
+  bool current_is_probe_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_last_ ABSL_GUARDED_BY(mu_) = false;  // see Send
+  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class AcquireReactor final
@@ -416,20 +441,18 @@ class KeepAliveReactor final
     }
     // One request at a time: answers stay in request order.
     struct Gather {
-      std::mutex mu;
-      size_t left;
-      v1::KeepAliveResponse resp;
+      explicit Gather(const v1::KeepAliveRequest& req) : left(req.lease_ids_size()) {
+        for (const auto& lease : req.lease_ids()) resp.add_leases()->set_lease_id(lease);
+      }
+      absl::Mutex mu;
+      size_t left ABSL_GUARDED_BY(mu);
+      v1::KeepAliveResponse resp ABSL_GUARDED_BY(mu);
     };
-    auto g = std::make_shared<Gather>();
-    g->left = n;
-    for (const auto& lease : req_.lease_ids()) {
-      auto* st = g->resp.add_leases();
-      st->set_lease_id(lease);
-    }
+    auto g = std::make_shared<Gather>(req_);
     std::weak_ptr<KeepAliveReactor> weak = weak_self_;
     for (size_t i = 0; i < n; ++i) {
       auto answer = [g, i, weak](absl::StatusOr<Millis> valid) {
-            std::unique_lock<std::mutex> l(g->mu);
+            absl::ReleasableMutexLock l(&g->mu);
             auto* st = g->resp.mutable_leases(static_cast<int>(i));
             st->set_code(static_cast<int32_t>(valid.status().code()));
             if (valid.ok()) {
@@ -439,7 +462,7 @@ class KeepAliveReactor final
             }
             if (--g->left > 0) return;
             v1::KeepAliveResponse resp = std::move(g->resp);
-            l.unlock();
+            l.Release();
             if (auto r = weak.lock()) {
               r->Send(std::move(resp));
               r->StartRead(&r->req_);
@@ -523,42 +546,47 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
     absl::StatusOr<uint64_t> id = svc_->observers()->Start(
         request().name(), std::shared_ptr<ObserveSink>(self, static_cast<ObserveSink*>(this)));
     if (!id.ok()) return End(ToGrpc(id.status()));
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     id_ = *id;
     if (ended_) svc_->observers()->Stop(id_);
   }
 
-  void OnState(std::shared_ptr<const LockSnapshot> state) override {
-    std::unique_lock<std::mutex> l(mu_);
-    if (ended_ || state->version <= queued_version_) return;
+  void OnState(std::shared_ptr<const LockSnapshot> state) ABSL_LOCKS_EXCLUDED(mu_) override {
+    mu_.Lock();
+    if (ended_ || state->version <= queued_version_) {
+      mu_.Unlock();
+      return;
+    }
     queued_version_ = state->version;
     pending_ = std::move(state);
-    Pump(l);
+    PumpAndUnlock();
   }
   void OnDrain() override {
     End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                      "the replica is draining (shutting down); observe through another"));
   }
-  void OnWriteDone(bool ok) override {
-    std::unique_lock<std::mutex> l(mu_);
+  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) override {
+    mu_.Lock();
     writing_ = false;
     if (!ok) {
       pending_.reset();
-      l.unlock();
+      mu_.Unlock();
       End(grpc::Status::CANCELLED);
       return;
     }
-    Pump(l);
+    PumpAndUnlock();
   }
   void OnCancel() override { End(grpc::Status::CANCELLED); }
-  void OnDone() override {
+  void OnDone() ABSL_LOCKS_EXCLUDED(mu_) override {
+    uint64_t id;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       ended_ = true;
       finish_.reset();
       pending_.reset();
+      id = id_;
     }
-    if (id_ != 0) svc_->observers()->Stop(id_);
+    if (id != 0) svc_->observers()->Stop(id);
     if (counted_) {
       svc_->CloseStream();
       svc_->NoteStreams("observe", -1);
@@ -570,28 +598,38 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
   explicit ObserveReactor(LockServiceImpl* svc) : svc_(svc) {}
 
   // Ends the stream with `status` once the write in flight (if any) is done.
-  void End(grpc::Status status) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (ended_) return;
+  void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    mu_.Lock();
+    if (ended_) {
+      mu_.Unlock();
+      return;
+    }
     ended_ = true;
     pending_.reset();
     finish_ = std::move(status);
     const uint64_t id = id_;
-    Pump(l);
-    if (l.owns_lock()) l.unlock();
+    PumpAndUnlock();
     if (id != 0) svc_->observers()->Stop(id);
   }
-  void Pump(std::unique_lock<std::mutex>& l) {
-    if (writing_) return;
+  // Writes the pending state (or finishes) unless a write is in flight,
+  // and releases mu_ first (gRPC may call back inline).
+  void PumpAndUnlock() ABSL_UNLOCK_FUNCTION(mu_) {
+    if (writing_) {
+      mu_.Unlock();
+      return;
+    }
     if (finish_) {
       grpc::Status s = *finish_;
       finish_.reset();
-      l.unlock();
+      mu_.Unlock();
       svc_->NoteRequest("Observe", s.error_code());
       Finish(s);
       return;
     }
-    if (!pending_) return;
+    if (!pending_) {
+      mu_.Unlock();
+      return;
+    }
     std::shared_ptr<const LockSnapshot> state = std::move(pending_);
     current_.Clear();
     current_.set_state(state->known ? v1::ObserveEvent::CURRENT : v1::ObserveEvent::UNKNOWN);
@@ -602,22 +640,25 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
     current_.set_message(state->message);
     for (const auto& h : state->holders) ToProto(h, current_.add_holders());
     writing_ = true;
-    l.unlock();
-    StartWrite(&current_);
+    mu_.Unlock();
+    StartWrite(&current_);  // gRPC reads it until OnWriteDone
   }
 
   LockServiceImpl* const svc_;
   std::weak_ptr<ObserveReactor> weak_self_;
   bool counted_ = false;
-  std::mutex mu_;
-  uint64_t id_ = 0;                                  // GUARDED_BY(mu_) after OnStart
-  bool ended_ = false;                               // GUARDED_BY(mu_)
-  bool writing_ = false;                             // GUARDED_BY(mu_)
-  std::optional<grpc::Status> finish_;               // GUARDED_BY(mu_)
-  std::shared_ptr<const LockSnapshot> pending_;      // GUARDED_BY(mu_)
-  uint64_t queued_version_ = 0;                      // GUARDED_BY(mu_)
-  uint64_t sequence_ = 0;                            // GUARDED_BY(mu_)
-  v1::ObserveEvent current_;                         // GUARDED_BY(mu_) while !writing_
+  // Before LockObservers' lock (OnStart may Stop with it held); no other
+  // lock is taken with it, and gRPC is called only after it is released.
+  absl::Mutex mu_;
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;  // set by OnStart
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const LockSnapshot> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_ while !writing_; read by gRPC until OnWriteDone.
+  v1::ObserveEvent current_ ABSL_GUARDED_BY(mu_);
 };
 
 void ToProto(const ContenderView& v, v1::Contender* out) {

@@ -1,7 +1,6 @@
 #include "server/metrics.h"
 
 #include <algorithm>
-#include <mutex>
 #include <iterator>
 #include <exception>
 #include <map>
@@ -9,6 +8,7 @@
 #include <unordered_map>
 
 #include "absl/strings/ascii.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -98,7 +98,7 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                                      "has its own series; absent for exclusive and shared locks.",
                                      prometheus::MetricType::Gauge, {}};
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       // A lock keeps its label while it has contenders.
       std::set<std::string> live;
       for (const LockLoad& load : loads) live.insert(load.name);
@@ -183,8 +183,8 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
   const std::vector<ZkSession*> sessions_;
   const size_t max_locks_;
   const std::optional<std::vector<std::string>> label_prefixes_;
-  mutable std::mutex mu_;
-  mutable std::set<std::string> labeled_;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;  // a leaf
+  mutable std::set<std::string> labeled_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& options,
@@ -346,7 +346,7 @@ void Metrics::OnRequestDone(ZkOp op, ZkCode code, double seconds) {
   if (c < 0 || c >= kZkCodes) return;
   prometheus::Counter* counter = zk_errors_[o][c].load(std::memory_order_acquire);
   if (counter == nullptr) {
-    std::lock_guard<std::mutex> l(lazy_mu_);
+    absl::MutexLock l(&lazy_mu_);
     counter = zk_errors_[o][c].load(std::memory_order_acquire);
     if (counter == nullptr) {
       counter = &zk_errors_family_->Add(
@@ -379,8 +379,9 @@ void Metrics::OnStillHeldDropped() { still_held_dropped_->Increment(); }
 void Metrics::SetTlsCertificateExpiry(int64_t unix_seconds) {
   prometheus::Gauge* g = tls_expiry_.load();
   if (g == nullptr) {
-    static std::mutex mu;  // the first set (start-up) and a reload cannot race, but be sure
-    std::lock_guard<std::mutex> l(mu);
+    // The first set (start-up) and a reload cannot race, but be sure.
+    ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+    absl::MutexLock l(&mu);
     g = tls_expiry_.load();
     if (g == nullptr) {
       g = &tls_expiry_family_->Add({});

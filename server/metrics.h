@@ -14,12 +14,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -111,7 +111,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   std::atomic<prometheus::Gauge*> tls_expiry_{nullptr};
   prometheus::Family<prometheus::Counter>* grpc_family_ = nullptr;
   std::array<std::array<prometheus::Counter*, kGrpcCodes>, kMethods> grpc_{};  // all made up front
-  std::mutex lazy_mu_;  // creating a lazily-added series (ZooKeeper error codes)
+  absl::Mutex lazy_mu_;  // creating a lazily-added series (ZooKeeper error codes); a leaf
 
   // Last: stopped first, before the series it serves go away.
   std::unique_ptr<prometheus::Exposer> exposer_;

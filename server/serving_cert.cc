@@ -67,6 +67,8 @@ absl::StatusOr<int64_t> CheckCertificatePair(const std::string& cert_pem,
 absl::StatusOr<std::unique_ptr<ServingCertificate>> ServingCertificate::Load(
     const std::string& cert_path, const std::string& key_path, bool request_client_cert) {
   auto sc = std::unique_ptr<ServingCertificate>(new ServingCertificate(cert_path, key_path));
+  // Not shared yet: the locks only satisfy the analysis (start-up, once).
+  absl::MutexLock reload(&sc->reload_mu_);
   auto cert = sc->cert_file_.ReadNow();
   if (!cert.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--tls-cert-file: ", cert.status().message()));
@@ -90,7 +92,10 @@ absl::StatusOr<std::unique_ptr<ServingCertificate>> ServingCertificate::Load(
   if (absl::Status s = sc->Publish(*cert, *key); !s.ok()) return s;
   sc->cert_latest_ = *cert;
   sc->key_latest_ = *key;
-  sc->not_after_ = *not_after;
+  {
+    absl::MutexLock l(&sc->mu_);
+    sc->not_after_ = *not_after;
+  }
   // The same file is both the key file and the certificate file: PEM
   // readers skip the blocks of the other kind.
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
@@ -139,7 +144,7 @@ absl::Status ServingCertificate::Publish(const std::string& cert_pem, const std:
 }
 
 bool ServingCertificate::Reload(bool force) {
-  std::lock_guard<std::mutex> reload(reload_mu_);
+  absl::MutexLock reload(&reload_mu_);
   auto cert = cert_file_.Changed(force);
   auto key = key_file_.Changed(force);
   if (!cert.ok() || !key.ok()) {
@@ -169,7 +174,7 @@ bool ServingCertificate::Reload(bool force) {
     return false;
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     not_after_ = *not_after;
   }
   std::fprintf(stderr, "turnstiled: TLS certificate %s reloaded (valid until %lld)\n",
@@ -178,7 +183,7 @@ bool ServingCertificate::Reload(bool force) {
 }
 
 int64_t ServingCertificate::not_after() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return not_after_;
 }
 

@@ -18,12 +18,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/security/server_credentials.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/watched_file.h"
 
 namespace turnstile {
@@ -47,9 +48,9 @@ class ServingCertificate {
   std::shared_ptr<grpc::ServerCredentials> credentials() const { return credentials_; }
   // Re-reads the files if they changed (force: even if their stat did
   // not); returns whether a new pair is now in force.
-  bool Reload(bool force);
+  bool Reload(bool force) ABSL_LOCKS_EXCLUDED(reload_mu_, mu_);
   // The serving certificate's notAfter, Unix seconds.
-  int64_t not_after() const;
+  int64_t not_after() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   ServingCertificate(std::string cert_path, std::string key_path)
@@ -57,17 +58,19 @@ class ServingCertificate {
   // Writes the pair for gRPC (one rename).
   absl::Status Publish(const std::string& cert_pem, const std::string& key_pem);
 
-  std::mutex reload_mu_;
-  WatchedFile cert_file_;  // GUARDED_BY(reload_mu_)
-  WatchedFile key_file_;   // GUARDED_BY(reload_mu_)
+  // Serializes Reload; taken before mu_.
+  absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  WatchedFile cert_file_ ABSL_GUARDED_BY(reload_mu_);
+  WatchedFile key_file_ ABSL_GUARDED_BY(reload_mu_);
   // The latest bytes read from each file (in force, or waiting for the
   // other half of a rotation).
-  std::string cert_latest_, key_latest_;  // GUARDED_BY(reload_mu_)
+  std::string cert_latest_ ABSL_GUARDED_BY(reload_mu_);
+  std::string key_latest_ ABSL_GUARDED_BY(reload_mu_);
   std::string dir_;        // our private directory
   std::string pair_path_;  // dir_/pair.pem
   std::shared_ptr<grpc::ServerCredentials> credentials_;
-  mutable std::mutex mu_;
-  int64_t not_after_ = 0;  // GUARDED_BY(mu_)
+  mutable absl::Mutex mu_;
+  int64_t not_after_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace turnstile
