@@ -65,7 +65,7 @@ struct BenchOptions {
   // workload's turnstile side, measured first, pays for it).
   Millis warmup{3000};
   // W1..W3 split each side's `duration` into this many slices, run
-  // interleaved with the other side's (see SliceOrder in bench.cc).
+  // interleaved with the other side's (see slices.h).
   int slices = 4;
   std::vector<int> herd_sizes = {10, 100, 1000, 10000};
   bool quick = false;

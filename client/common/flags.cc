@@ -131,6 +131,12 @@ void FlagSet::Bool(const std::string& name, bool* target, const std::string& hel
   flags_.push_back(std::move(f));
 }
 
+void FlagSet::Custom(const std::string& name, const std::string& default_text,
+                     const std::string& help,
+                     std::function<absl::Status(const std::string&)> set) {
+  flags_.push_back({name, help, default_text, std::move(set)});
+}
+
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
   for (auto& f : flags_) {
     if (f.name == name) return &f;
@@ -190,7 +196,11 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(int argc, char** argv,
 }
 
 std::string FlagSet::Usage() const {
-  std::string out = absl::StrCat("Usage: ", program_, " [flags]\n\nFlags (each also read from its environment variable; flags win):\n");
+  return absl::StrCat("Usage: ", program_, " [flags]\n\n", FlagList());
+}
+
+std::string FlagSet::FlagList() const {
+  std::string out = "Flags (each also read from its environment variable; flags win):\n";
   for (const auto& f : flags_) {
     absl::StrAppend(&out, "  --", f.name, " (", EnvName(f.name), ", default \"",
                     f.default_text, "\")\n      ", f.help, "\n");

@@ -35,12 +35,20 @@ class FlagSet {
   // A switch: "--name" alone sets it; "--name=false" / "=0" clears it (and
   // the environment variable takes true/false/1/0).
   void Bool(const std::string& name, bool* target, const std::string& help);
+  // Any other kind of value: `set` checks and stores it (its error is the
+  // usage error), once per occurrence, so a flag may repeat; `default_text`
+  // is what Usage shows as the default.
+  void Custom(const std::string& name, const std::string& default_text,
+              const std::string& help, std::function<absl::Status(const std::string&)> set);
 
   // Applies environment variables, then argv (--name=value or --name value).
   // Returns the positional arguments. Sets *help_requested on --help/-h.
   absl::StatusOr<std::vector<std::string>> Parse(int argc, char** argv,
                                                  bool* help_requested);
   std::string Usage() const;
+  // Usage without its heading: "Flags (...):" and one entry per flag,
+  // for a program that writes its own heading around it.
+  std::string FlagList() const;
   static std::string EnvName(const std::string& flag);
 
  private:
