@@ -711,7 +711,8 @@ void LockEngine::ArmMore(Contender* c) {
   c->slot->watched_path_bytes -= c->more_path_bytes;
   c->more_path_bytes = per_path * c->more_watching.size();
   c->slot->watched_path_bytes += c->more_path_bytes;
-  auto find = [this](uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
+  auto find = [this](uint64_t id, uint64_t gen)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->more_gen != gen ||
         it->second->state != State::kWaiting) {
@@ -1354,7 +1355,8 @@ void LockEngine::Requeue(Contender* c) {
 void LockEngine::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
   c->own_read = true;
-  auto find = [this](uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
+  auto find = [this](uint64_t id, uint64_t gen)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
     return it->second.get();

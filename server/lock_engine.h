@@ -267,7 +267,8 @@ class LockEngine {
   // "" if none or unknown), so the caller can tell a release by someone
   // else.
   void ReleaseLease(const std::string& lease_id,
-                    std::function<void(absl::Status, const std::string& holder_identity)> done) ABSL_LOCKS_EXCLUDED(mu_);
+                    std::function<void(absl::Status, const std::string& holder_identity)> done)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Renews a lease; `done` gets how long it is valid from now.
   void KeepAlive(const std::string& lease_id,
                  std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(mu_);
@@ -365,7 +366,8 @@ class LockEngine {
   void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Schedules the next heartbeat tick of `slot`.
   void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends a sync (unless one is in flight): its success proves the leader
@@ -414,21 +416,26 @@ class LockEngine {
   void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
-                ZkCode code, const std::vector<std::string>& children) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                ZkCode code, const std::vector<std::string>& children)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `rank`: contenders ahead, when the caller knows it (-1: count).
-  void Advance(Contender* c, bool from_listing, int64_t rank = -1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Advance(Contender* c, bool from_listing, int64_t rank = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RefreshPositions(const std::string& segment, size_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshPositions(const std::string& segment, size_t limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Semaphores (issue 21): a waiter's watches from its decision; the first
   // waiter's watches on the holders other than its predecessor; the grant
   // mark; the refusal of a disagreeing contender.
-  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
   // The contender node's data as created.
@@ -446,7 +453,8 @@ class LockEngine {
   void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A read of the own node saw `data` at `version`: a renewal and/or a
   // revocation request if its counters went up.
-  void NoteOwnNode(Contender* c, const std::string& data, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteOwnNode(Contender* c, const std::string& data, int32_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The revocation request of waiter `c` to the holders ahead of it.
   void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lock-delay: no grant on `segment` for `delay` from now; the lock node
@@ -463,7 +471,8 @@ class LockEngine {
   void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
                    const std::string& reason, int attempts,
                    std::function<void(absl::Status, const std::string& holder_identity)> done);
-  void Lose(Contender* c, LostReason reason, const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Lose(Contender* c, LostReason reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -471,7 +480,8 @@ class LockEngine {
   void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteGone(const std::string& segment, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteGone(const std::string& segment, const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
