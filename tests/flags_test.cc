@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace turnstile {
 namespace {
@@ -158,6 +160,36 @@ TEST(FlagsTest, BoolSwitch) {
   EXPECT_TRUE(f.Parse(1, const_cast<char**>(none), &help).ok());
   unsetenv("TURNSTILE_SHARED");
   EXPECT_TRUE(on);
+}
+
+// A custom flag: its setter checks and stores each occurrence (so it may
+// repeat), its error is the parse error as the setter wrote it, and Usage shows its
+// default text. FlagList is Usage without the heading.
+TEST(FlagSet, CustomFlagsRepeatAndTheirErrorsNameThem) {
+  std::vector<std::string> servers;
+  FlagSet f("t");
+  f.Custom("secure-server", "none", "LABEL=ADDRESS, repeatable",
+           [&](const std::string& v) -> absl::Status {
+             if (v.find('=') == std::string::npos) {
+               return absl::InvalidArgumentError("\"" + v + "\" is not LABEL=ADDRESS");
+             }
+             servers.push_back(v);
+             return absl::OkStatus();
+           });
+  bool help = false;
+  const char* two[] = {"t", "--secure-server", "a=h:1", "--secure-server=b=h:2"};
+  auto ok = f.Parse(4, const_cast<char**>(two), &help);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(servers, (std::vector<std::string>{"a=h:1", "b=h:2"}));
+  const char* bad[] = {"t", "--secure-server", "nolabel"};
+  auto b = f.Parse(3, const_cast<char**>(bad), &help);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "\"nolabel\" is not LABEL=ADDRESS");
+  const std::string usage = f.Usage(), list = f.FlagList();
+  EXPECT_NE(list.find("--secure-server"), std::string::npos) << list;
+  EXPECT_NE(list.find("none"), std::string::npos) << list;
+  EXPECT_NE(usage.find(list), std::string::npos) << "FlagList is part of Usage:\n" << usage;
+  EXPECT_LT(list.size(), usage.size());
 }
 
 }  // namespace
