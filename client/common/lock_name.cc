@@ -4,36 +4,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/common/percent_escape.h"
 
 namespace turnstile {
 
 namespace {
-
-constexpr char kHexDigits[] = "0123456789ABCDEF";
-
-// Value of an uppercase hex digit, or -1. Lowercase is rejected on purpose:
-// accepting it would give one byte two spellings and break canonicity.
-int UpperHexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-void AppendEscaped(unsigned char b, std::string* out) {
-  out->push_back('%');
-  out->push_back(kHexDigits[b >> 4]);
-  out->push_back(kHexDigits[b & 0xF]);
-}
-
-// Reads "%XX" at s[i]; on success stores the byte and returns true.
-bool ReadEscape(absl::string_view s, size_t i, unsigned char* b) {
-  if (s.size() - i < 3) return false;  // REQUIRES: i < s.size()
-  const int hi = UpperHexValue(s[i + 1]);
-  const int lo = UpperHexValue(s[i + 2]);
-  if (hi < 0 || lo < 0) return false;
-  *b = static_cast<unsigned char>(hi * 16 + lo);
-  return true;
-}
 
 // The bytes that may appear literally in an encoded segment. All are ASCII
 // and none is '/', '%' or a control character, so the segment is always a
