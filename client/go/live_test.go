@@ -431,14 +431,9 @@ func untilWaiters(t *testing.T, c *Client, name string, n int) {
 }
 
 func TestLiveResignHandsLeadershipOnInOrder(t *testing.T) {
-	// Disabled: in about 1 run of 4 the observer saw no event for "two"
-	// within 20 s after e2 was elected (seen in session 10's CI; not yet
-	// explained: a missed Observe notification in the server, or the Go
-	// observer's de-duplication). Kept here to be investigated; the
-	// server's own Observe tests (observe_test, cli_test) pass.
-	if os.Getenv("TURNSTILE_LIVE_FLAKY") == "" {
-		t.Skip("flaky: the observer sometimes misses the second leader; under investigation")
-	}
+	// Once flaky (1 run in 4 saw no event for "two"): a waiter giving up
+	// removed the observer's data watch on the same session (fixed in the
+	// server; observe_test covers it). 230 runs under CPU load pass.
 	a, b, _ := live(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
