@@ -26,9 +26,9 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "server/lock_engine.h"
-#include "server/service_observer.h"
-#include "server/zk_session.h"
+#include "server/engine/lock_engine.h"
+#include "server/rpc/service_observer.h"
+#include "server/zk/zk_session.h"
 
 
 namespace turnstile {

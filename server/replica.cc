@@ -1,8 +1,8 @@
 #include "server/replica.h"
 
-#include "server/serving_cert.h"
+#include "server/rpc/serving_cert.h"
 
-#include "server/authz.h"
+#include "server/rpc/authz.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -28,9 +28,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "server/async_rpc.h"
-#include "server/health_service.h"
-#include "server/lock_service.h"
+#include "server/rpc/async_rpc.h"
+#include "server/rpc/health_service.h"
+#include "server/rpc/lock_service.h"
 #include "server/metrics.h"
 
 namespace turnstile {
@@ -247,7 +247,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   }
 
   // Not gRPC's default health service: it is a callback service (see
-  // server/health_service.h).
+  // server/rpc/health_service.h).
   grpc::EnableDefaultHealthCheckService(false);
   r->health_ = std::make_unique<HealthService>();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

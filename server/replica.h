@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "client/common/flags.h"
-#include "server/lock_engine.h"
-#include "server/lock_observers.h"
-#include "server/timer_queue.h"
-#include "server/zk_session.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_observers.h"
+#include "server/engine/timer_queue.h"
+#include "server/zk/zk_session.h"
 
 namespace grpc {
 class Server;
@@ -61,7 +61,7 @@ struct ReplicaConfig {
   std::string tls_key_file;
   // PEM CA bundle: mutual TLS. Every call must present a client certificate
   // issued by it (else UNAUTHENTICATED); the caller's identity comes from
-  // it (server/authz.h). Needs tls_cert_file.
+  // it (server/rpc/authz.h). Needs tls_cert_file.
   std::string tls_client_ca_file;
   // PEM CRLs of the CAs that issue client certificates: a certificate they
   // list gets UNAUTHENTICATED ("certificate revoked"). Reloaded when the
@@ -161,7 +161,7 @@ class Replica {
   std::unique_ptr<LockServiceImpl> service_;
   std::unique_ptr<HealthService> health_;
   // The one completion queue and its thread: every RPC's I/O and handlers
-  // (server/async_rpc.h). Declared before server_: destroyed after it.
+  // (server/rpc/async_rpc.h). Declared before server_: destroyed after it.
   std::unique_ptr<rpc::CqThread> cq_thread_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;

@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/lib/tls.h"
-#include "server/authz.h"
+#include "server/rpc/authz.h"
 #include "server/replica.h"
 #include "tests/test_pki.h"
 #include "tests/test_support.h"

@@ -44,7 +44,7 @@ Run through tests/check_deploy.sh, which prepares node + kubernetes-models.
               certificates of the trusted CA, probes with a client
               certificate, the policy ConfigMap valid and kept by name.
               Policies: fields and actions of protos/turnstile/v1/authz.proto
-              (the rules of AuthzPolicy::Parse in server/authz.cc).
+              (the rules of AuthzPolicy::Parse in server/rpc/authz.cc).
   readme      the README sections exist and name real services, ports, paths.
 
 The same check functions run against mutated copies in
@@ -416,7 +416,7 @@ def _no_duplicate_keys(pairs):
 
 def parse_policy(text):
     """An --authz-file policy read the way turnstiled reads it (AuthzPolicy::Parse in
-    server/authz.cc; format in protos/turnstile/v1/authz.proto): (rules, problems)."""
+    server/rpc/authz.cc; format in protos/turnstile/v1/authz.proto): (rules, problems)."""
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except ValueError as e:

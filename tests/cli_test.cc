@@ -12,7 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "client/lib/client.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"

@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/two_replicas.h"
 
 namespace turnstile::testing {

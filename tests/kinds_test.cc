@@ -10,7 +10,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/two_replicas.h"
 
 namespace turnstile::testing {

@@ -1,4 +1,4 @@
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 
 #include <set>
 #include <string>

@@ -1,5 +1,5 @@
 // LockQueue: the per-lock view the engine's contenders share.
-#include "server/lock_queue.h"
+#include "server/recipe/lock_queue.h"
 
 #include <gtest/gtest.h>
 

@@ -17,8 +17,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/lock_name.h"
-#include "server/lock_service.h"
+#include "server/recipe/lock_name.h"
+#include "server/rpc/lock_service.h"
 #include "server/replica.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"

@@ -1,8 +1,8 @@
-// The ordering rule (server/ordering.h) over the lock's ordered view
-// (server/lock_queue.h), exactly as the engine and Describe call it: the
+// The ordering rule (server/recipe/ordering.h) over the lock's ordered view
+// (server/recipe/lock_queue.h), exactly as the engine and Describe call it: the
 // queue order of parsed sequences, foreign children ignored, the signed
 // 32-bit wrap, and who holds / what blocks for each kind.
-#include "server/ordering.h"
+#include "server/recipe/ordering.h"
 
 #include <gtest/gtest.h>
 

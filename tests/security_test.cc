@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "server/replica.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"

@@ -6,7 +6,7 @@
 // notifications reaching the replicas.
 //
 // The contenders decide with the engine's own predicate (Decide in
-// server/ordering.h, over a LockQueue view) and follow the protocol the
+// server/recipe/ordering.h, over a LockQueue view) and follow the protocol the
 // predicate's comment describes:
 //   - join: create (ephemeral-sequential, N in the name), then one listing;
 //   - holds: write the grant mark on its own node; drop any other watch;
@@ -44,9 +44,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "server/lock_name.h"
-#include "server/lock_queue.h"
-#include "server/ordering.h"
+#include "server/recipe/lock_name.h"
+#include "server/recipe/lock_queue.h"
+#include "server/recipe/ordering.h"
 
 namespace turnstile {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "server/lock_name.h"
-#include "server/lock_queue.h"
+#include "server/recipe/lock_name.h"
+#include "server/recipe/lock_queue.h"
 #include "tests/test_pki.h"
 #include "tests/wait.h"
 #include "client/lib/tls.h"

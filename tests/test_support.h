@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/replica.h"
-#include "server/zk_session.h"
+#include "server/zk/zk_session.h"
 #include "turnstile/v1/lock.grpc.pb.h"
 
 namespace turnstile::testing {

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"

@@ -27,7 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"

@@ -1,6 +1,6 @@
 // %XX escapes with uppercase hex, shared by lock-name segments
 // (client/common/lock_name.cc) and contender and lease names
-// (server/lock_name.cc), so both spell a byte the same, one way only.
+// (server/recipe/lock_name.cc), so both spell a byte the same, one way only.
 #ifndef TURNSTILE_CLIENT_COMMON_PERCENT_ESCAPE_H_
 #define TURNSTILE_CLIENT_COMMON_PERCENT_ESCAPE_H_
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "server/zk_session.h"
+#include "server/zk/zk_session.h"
 
 namespace turnstile::zk_floor {
 

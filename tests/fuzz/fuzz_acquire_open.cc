@@ -8,8 +8,8 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "server/acquire_proto.h"
-#include "server/lock_engine.h"
+#include "server/rpc/acquire_proto.h"
+#include "server/engine/lock_engine.h"
 #include "turnstile/v1/lock.pb.h"
 
 // Invalid UTF-8 in a string field is refused by the parser, which also logs

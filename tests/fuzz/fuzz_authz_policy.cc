@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "server/authz.h"
+#include "server/rpc/authz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/lock_name.h"
+#include "server/recipe/lock_name.h"
 
 namespace {
 

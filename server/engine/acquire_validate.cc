@@ -1,0 +1,84 @@
+// LockEngine::ValidateParams: every limit of an Acquire, checked before
+// anything touches ZooKeeper. Pure (no ZooKeeper, no gRPC), so it is also
+// fuzzed (tests/fuzz/fuzz_acquire_open.cc).
+#include "absl/strings/str_cat.h"
+#include "server/engine/lock_engine.h"
+
+namespace turnstile {
+
+absl::Status LockEngine::ValidateMetadata(const std::map<std::string, std::string>& metadata,
+                                          const EngineLimits& lim) {
+  if (metadata.size() > lim.max_metadata_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata has ", metadata.size(),
+                     " entries; the limit is ", lim.max_metadata_entries));
+  }
+  for (const auto& [k, v] : metadata) {
+    if (k.empty() || k.size() > lim.max_metadata_key_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata key \"", k.substr(0, 32), "\" is ", k.size(),
+                       " bytes; keys must be 1..", lim.max_metadata_key_bytes));
+    }
+    if (v.size() > lim.max_metadata_value_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata value for \"", k, "\" is ", v.size(),
+                       " bytes; the limit is ", lim.max_metadata_value_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimits& lim) {
+  if (absl::Status s = ValidateLockName(p.name); !s.ok()) return s;
+  if (p.owner.size() > lim.max_owner_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner is ", p.owner.size(), " bytes; the limit is ", lim.max_owner_bytes));
+  }
+  if (absl::Status s = ValidateMetadata(p.metadata, lim); !s.ok()) return s;
+  if (p.wait_timeout < Millis(0) || p.wait_timeout > lim.max_wait_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_timeout is ", p.wait_timeout.count(), "ms; it must be 0..",
+        lim.max_wait_timeout.count(), "ms"));
+  }
+  if (p.ttl != Millis(0) && (p.ttl < lim.min_ttl || p.ttl > lim.max_ttl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
+        "..", lim.max_ttl.count(), "ms"));
+  }
+  if (p.lock_delay < Millis(0) || p.lock_delay > kMaxLockDelay) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lock_delay is ", p.lock_delay.count(), "ms; it must be 0..", kMaxLockDelay.count(), "ms"));
+  }
+  if (p.revoke_reason.size() > kMaxRevokeReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "revoke_reason is ", p.revoke_reason.size(), " bytes; the limit is ",
+        kMaxRevokeReasonBytes));
+  }
+  if (p.kind == ContenderKind::kSemaphore) {
+    if (p.max_holders < 1 || p.max_holders > lim.max_semaphore_holders) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_holders is ", p.max_holders, "; a semaphore's must be 1..",
+          lim.max_semaphore_holders, " (--max-semaphore-holders)"));
+    }
+    // A lock-delay holds back the next grant of a whole lock, and
+    // revoke_holders asks every holder ahead to let go: neither means what
+    // a semaphore user would want (one permit), so both are refused rather
+    // than half-done. Revoke a chosen holder by its lease id instead.
+    if (p.lock_delay > Millis(0)) {
+      return absl::InvalidArgumentError(
+          "lock_delay is not supported for semaphores (max_holders > 0)");
+    }
+    if (p.revoke_holders) {
+      return absl::InvalidArgumentError(
+          "revoke_holders is not supported for semaphores (max_holders > 0): it would ask "
+          "every holder to let go; Revoke one holder by its lease id instead");
+    }
+  } else if (p.max_holders != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_holders is ", p.max_holders, "; it is only for semaphores (kind SEMAPHORE or "
+        "UNSPECIFIED), and must be 0 for exclusive and shared locks"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace turnstile

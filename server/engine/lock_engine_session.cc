@@ -1,0 +1,463 @@
+// The engine's session-level bookkeeping, per session of the pool: what a
+// connect, a disconnect and an expiry mean for the contenders of that
+// session's locks (SPEC §4), the root bootstrap, and the heartbeat that
+// tracks when ZooKeeper last certainly heard from the session (the base of
+// every SUSPENDED safe_for).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_engine_internal.h"
+
+namespace turnstile {
+
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
+
+void LockEngine::SetServingListener(std::function<void(bool)> listener) {
+  {
+    absl::MutexLock l(&mu_);
+    serving_listener_ = std::move(listener);
+    Later([fn = serving_listener_, s = last_serving_] { fn(s); });
+  }
+  Deliver();
+}
+
+namespace {
+
+// A replica serves only when it can serve every lock: each lock lives on one
+// session, so one session down (or in doubt) makes some names unavailable.
+bool AllReady(const std::vector<SessionSlot>& slots) {
+  return std::all_of(slots.begin(), slots.end(),
+                     [](const SessionSlot& s) { return s.ready() && !s.in_doubt; });
+}
+
+}  // namespace
+
+bool LockEngine::serving() const {
+  absl::MutexLock l(&mu_);
+  return AllReady(slots_) && !draining_;
+}
+
+void LockEngine::UpdateServing() {
+  bool now = AllReady(slots_) && !draining_;
+  if (now == last_serving_) return;
+  last_serving_ = now;
+  if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
+}
+
+SessionSlot* LockEngine::SlotOf(const std::string& segment) {
+  return &slots_[SessionIndexFor(segment, slots_.size())];
+}
+
+ZkSession* LockEngine::SessionOf(const std::string& segment) const {
+  return sessions_[SessionIndexFor(segment, sessions_.size())];
+}
+
+size_t LockEngine::SessionIndexOf(const std::string& name) const {
+  return SessionIndexFor(EncodeLockName(name), sessions_.size());
+}
+
+ZkSession* LockEngine::AnyConnected() const {
+  for (ZkSession* zk : sessions_) {
+    if (zk->connected()) return zk;
+  }
+  return nullptr;
+}
+
+void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
+  {
+    absl::MutexLock l(&mu_);
+    if (shut_down_) return;
+    switch (e) {
+      case SessionEvent::kConnected:
+        OnConnected(slot);
+        break;
+      case SessionEvent::kDisconnected:
+        OnDisconnected(slot);
+        break;
+      case SessionEvent::kExpired:
+        OnExpired(slot);
+        break;
+      case SessionEvent::kAuthFailed:
+        slot->connected = false;
+        break;
+    }
+    UpdateServing();
+    for (const auto& listener : session_listeners_) {
+      Later([listener, index = slot->index, e] { listener(index, e); });
+    }
+  }
+  Deliver();
+}
+
+void LockEngine::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
+  absl::MutexLock l(&mu_);
+  session_listeners_.push_back(std::move(listener));
+}
+
+void LockEngine::OnConnected(SessionSlot* slot) {
+  slot->connected = true;
+  // Connecting (also to a follower, which validates the session with the
+  // leader first) proves the session alive now.
+  slot->last_alive = Clock::now();
+  slot->in_doubt = false;
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = 0;
+  if (!slot->bootstrapped) {
+    Bootstrap(slot);
+    return;
+  }
+  // RESUMED only once a read shows the holder's node is still there: a
+  // deletion made while the replica was cut off (Release by lease id through
+  // another replica, an operator) reaches it only after the reconnect.
+  for (auto& [id, c] : contenders_) {
+    if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
+  }
+  StepStalled(slot);
+}
+
+// Steps the contenders of `slot` that waited for the connection or for a
+// trusted contact, and runs the ttl checks that waited for one.
+void LockEngine::StepStalled(SessionSlot* slot) {
+  std::vector<Contender*> stalled;
+  std::vector<uint64_t> ttl_due;
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot) continue;
+    if (c->stalled) stalled.push_back(c.get());
+    if (c->ttl_check_due) ttl_due.push_back(id);
+  }
+  for (Contender* c : stalled) {
+    c->stalled = false;
+    Step(c);
+  }
+  for (uint64_t id : ttl_due) {  // by id: a Step may have ended one
+    auto it = contenders_.find(id);
+    if (it == contenders_.end()) continue;
+    Contender* c = it->second.get();
+    if (c->ttl_check_due && c->state == State::kHeld && c->announced) CheckTtl(c);
+  }
+}
+
+void LockEngine::OnContact(SessionSlot* slot) {
+  if (!slot->ready()) return;
+  // Each confirmed contact refreshes the validity of the slot's holders on
+  // their streams: a client that stops hearing these (its replica froze,
+  // or the stream stalled) treats its hold as in doubt on its own.
+  const auto now = Clock::now();
+  const Millis interval = HeartbeatInterval(*slot);
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot || c->state != State::kHeld || !c->announced || c->suspended ||
+        c->node_gone) {
+      continue;
+    }
+    if (now - c->refreshed_at < interval / 2) continue;  // told just now
+    c->refreshed_at = now;
+    LockEvent ev;
+    ev.type = LockEvent::Type::kStillHeld;
+    ev.safe_for = slot->SafeFor(now);
+    ev.refresh_within = RefreshWithin(*slot);
+    Emit(c.get(), ev);
+  }
+  if (slot->in_doubt) {
+    slot->in_doubt = false;
+    timers_->Cancel(slot->suspend_timer);
+    slot->suspend_timer = 0;
+    for (auto& [id, c] : contenders_) {
+      if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
+    }
+  }
+  StepStalled(slot);
+}
+
+bool LockEngine::MayAnnounce(Contender* c) {
+  if (c->slot->trusted(Clock::now())) return true;
+  c->stalled = true;  // OnContact (or the reconnect) steps it again
+  SendHeartbeat(c->slot);
+  return false;
+}
+
+void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
+  if (c->slot->SafeFor(Clock::now()).count() == 0) {
+    // The replica has not been sure of its session for longer than the
+    // safe time (it was paused, or cut off): the deletion is most likely
+    // the session's own expiry, seen late. Never send operators looking
+    // for a Release that did not happen.
+    Lose(c, LostReason::kSessionExpired,
+         "this replica lost contact with ZooKeeper for longer than the session timeout "
+         "(paused or cut off): its session expired and the lock's node went with it");
+    return;
+  }
+  // Contact looked fine, yet the node is gone: someone deleted it (Release
+  // by lease id), or the session itself just ended -- a session closed
+  // while this replica's connection held it delivers the deletion of its
+  // own ephemeral node a moment before the session event. One sync tells
+  // them apart (only a live session completes it), at the price of one
+  // round trip before LOST; never name a Release that did not happen.
+  if (c->node_gone) return;  // already asking
+  c->node_gone = true;
+  const uint64_t id = c->id;
+  const std::string message = deleted_message;
+  c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (!c->node_gone || !c->sink) return;  // ended meanwhile
+      if (code == ZkCode::kOk) {
+        Lose(c, LostReason::kDeleted, message);
+      } else {
+        Lose(c, LostReason::kSessionExpired,
+             "this replica's ZooKeeper session ended and the lock's node went with it");
+      }
+    }
+    Deliver();
+  });
+}
+
+// The session is back: tell a suspended holder RESUMED if its node still
+// exists (ZooKeeper answers a session's requests in order, after the
+// watches it re-sent on reconnect, so a deletion shows up here or as its
+// watch event first); LOST(DELETED) if it is gone.
+void LockEngine::ConfirmResume(Contender* c) {
+  uint64_t id = c->id;
+  std::string path = c->path();
+  c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (c->state != State::kHeld || !c->suspended || c->path() != path) return;
+      if (code == ZkCode::kOk) {
+        c->suspended = false;
+        // With its validity from the contact the reconnect proved.
+        c->refreshed_at = Clock::now();
+        LockEvent ev;
+        ev.type = LockEvent::Type::kResumed;
+        ev.safe_for = c->slot->SafeFor(c->refreshed_at);
+        ev.refresh_within = RefreshWithin(*c->slot);
+        Emit(c, ev);
+      } else if (code == ZkCode::kNoNode) {
+        Lose(c, LostReason::kDeleted,
+             "the lock's node was deleted while this replica was disconnected from "
+             "ZooKeeper (Release by lease id, possibly through another replica, or an "
+             "operator)");
+      }
+      // Otherwise (connection lost again) it stays SUSPENDED; the next
+      // reconnect checks again, and the suspend timer bounds the wait.
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::OnDisconnected(SessionSlot* slot) {
+  slot->connected = false;
+  Suspend(slot);
+}
+
+void LockEngine::Suspend(SessionSlot* slot) {
+  Millis safe = slot->SafeFor(Clock::now());
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot || c->state != State::kHeld || c->suspended || !c->announced) continue;
+    c->suspended = true;
+    LockEvent ev;
+    ev.type = LockEvent::Type::kSuspended;
+    ev.safe_for = safe;
+    Emit(c.get(), ev);
+  }
+  // A disconnected replica learns of its expiry only on reconnect (and one
+  // talking to a cut-off follower not even then): once the safe time has
+  // passed, the holds on this session must count as lost.
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
+    {
+      absl::MutexLock l(&mu_);
+      slot->suspend_timer = 0;
+      if ((slot->connected && !slot->in_doubt) || shut_down_) return;
+      std::vector<Contender*> held;
+      for (auto& [id, c] : contenders_) {
+        if (c->slot == slot && c->state == State::kHeld) held.push_back(c.get());
+      }
+      for (Contender* c : held) {
+        if (!c->announced) {
+          // Granted here but never told: still a waiter. It queues again
+          // if the session turns out expired, or is announced once contact
+          // is confirmed.
+          c->stalled = true;
+          continue;
+        }
+        Lose(c, LostReason::kSessionExpired,
+             slot->connected
+                 ? "no heartbeat confirmed by the ZooKeeper leader within the session "
+                   "timeout (this replica's ZooKeeper server may be cut off from the quorum)"
+                 : "disconnected from ZooKeeper for longer than the session timeout");
+      }
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::OnExpired(SessionSlot* slot) {
+  slot->connected = false;
+  slot->bootstrapped = false;
+  slot->in_doubt = false;
+  slot->heartbeat_in_flight = false;  // its reply, if any, is for the old epoch
+  ++slot->epoch;
+  timers_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = 0;
+  for (auto& [segment, lock] : locks_) {
+    if (SlotOf(segment) != slot) continue;
+    lock.queue.Clear();
+    lock.list_in_flight = lock.list_wanted = false;
+  }
+  std::vector<Contender*> all;
+  for (auto& [id, c] : contenders_) {
+    if (c->slot != slot) continue;
+    c->watch_key = 0;  // the session's watches are gone
+    all.push_back(c.get());
+  }
+  for (Contender* c : all) {
+    // Every node of the old session is gone.
+    if (c->state == State::kHeld && c->announced) {
+      Lose(c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
+    }
+    if (c->state == State::kDeleting || c->abandoned || !c->sink) {
+      if (c->state == State::kDeleting && c->sink) {
+        // A release waiting for the connection: the node went with the
+        // session, so it is released.
+        ++stats_.released;
+        LockEvent ev;
+        ev.type = LockEvent::Type::kReleased;
+        Emit(c, ev);
+        Finish(c, absl::OkStatus());
+      }
+      Forget(c);
+      continue;
+    }
+    // Waiters queue again on the new session; they lose their place.
+    by_path_.erase(c->path());
+    c->node.clear();
+    c->watching.clear();
+    c->watch_key = 0;  // dropped with the session
+    c->last_position = -1;
+    c->stalled = false;
+    ++c->gen;
+    c->state = State::kPendingCreate;
+    ++stats_.requeued_after_expiry;
+  }
+}
+
+// Creates the root (each path component) on every new session, then starts
+// the contenders of that session that were waiting for it.
+void LockEngine::Bootstrap(SessionSlot* slot) {
+  EnsurePath(slot, 0, PathPrefixes(options_.root));
+}
+
+void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
+  if (index == paths.size()) {
+    slot->bootstrapped = true;
+    UpdateServing();
+    Heartbeat(slot);
+    std::vector<Contender*> pending;
+    for (auto& [id, c] : contenders_) {
+      if (c->slot == slot && (c->state == State::kPendingCreate || c->stalled)) {
+        pending.push_back(c.get());
+      }
+    }
+    for (Contender* c : pending) {
+      c->stalled = false;
+      Step(c);
+    }
+    return;
+  }
+  std::string path = paths[index];
+  uint64_t epoch = slot->epoch;
+  slot->zk->Create(path, "", CreateMode::kPersistent,
+                   [this, slot, index, paths = std::move(paths), epoch](
+                       ZkCode code, const std::string&, const ZkStat&) {
+                     {
+                       absl::MutexLock l(&mu_);
+                       if (shut_down_ || epoch != slot->epoch) return;
+                       if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
+                         EnsurePath(slot, index + 1, paths);
+                       } else if (IsRetryable(code) && slot->connected) {
+                         EnsurePath(slot, index, paths);
+                       }
+                       // Otherwise the next kConnected bootstraps again.
+                     }
+                     Deliver();
+                   });
+}
+
+// Tracks when ZooKeeper's leader last certainly heard from the session: a
+// sync sent at t0 that succeeds went through the leader, so the session was
+// alive after t0 and its expiry is no earlier than t0 + session timeout. (A
+// read would not do: a follower cut off from the quorum keeps answering
+// reads from its own state while the leader expires the session.) A
+// heartbeat that stays unanswered counts as lost contact: after
+// kDoubtAfterHeartbeats intervals without a confirmed one, the slot's holds
+// are SUSPENDED as on a disconnection, with the safe time left from the last
+// confirmed contact, and LOST when it runs out.
+namespace {
+constexpr int kHeartbeatsPerTimeout = 5;
+constexpr double kDoubtAfterHeartbeats = 2.5;
+// A holder is refreshed on every confirmed heartbeat; it may miss two
+// before its client must doubt the hold.
+constexpr int kRefreshWithinHeartbeats = 3;
+}  // namespace
+
+Millis LockEngine::HeartbeatInterval(const SessionSlot& slot) {
+  return std::max(Millis(100), slot.zk->session_timeout() / kHeartbeatsPerTimeout);
+}
+
+Millis LockEngine::RefreshWithin(const SessionSlot& slot) {
+  return HeartbeatInterval(slot) * kRefreshWithinHeartbeats;
+}
+
+void LockEngine::Heartbeat(SessionSlot* slot) {
+  timers_->Cancel(slot->heartbeat_timer);
+  const Millis interval = HeartbeatInterval(*slot);
+  slot->heartbeat_timer = timers_->ScheduleAfter(interval, [this, slot, interval] {
+    {
+      absl::MutexLock l(&mu_);
+      slot->heartbeat_timer = 0;
+      if (shut_down_) return;
+      if (slot->connected) {
+        auto silent = Clock::now() - slot->last_alive;
+        if (!slot->in_doubt && silent > interval * kDoubtAfterHeartbeats) {
+          slot->in_doubt = true;
+          Suspend(slot);
+          UpdateServing();
+        }
+        SendHeartbeat(slot);
+      }
+      Heartbeat(slot);
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::SendHeartbeat(SessionSlot* slot) {
+  if (slot->heartbeat_in_flight || !slot->connected) return;
+  slot->heartbeat_in_flight = true;
+  auto t0 = Clock::now();
+  uint64_t epoch = slot->epoch;
+  slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
+    {
+      absl::MutexLock l(&mu_);
+      if (shut_down_ || epoch != slot->epoch) return;
+      slot->heartbeat_in_flight = false;
+      if (code == ZkCode::kOk) {
+        slot->heartbeat_rtt = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+        if (t0 > slot->last_alive) slot->last_alive = t0;
+        OnContact(slot);
+        UpdateServing();
+      }
+    }
+    Deliver();
+  });
+}
+
+}  // namespace turnstile

@@ -1,0 +1,149 @@
+// LockObservers: the Observe RPC's side of a replica (issue 23).
+//
+// Herd-free towards ZooKeeper however many observe: per observed lock (not
+// per observer) the replica keeps one children watch on the lock node (an
+// existence watch instead while the lock node does not exist) and one data
+// watch per holder (one for a mutex: the leader). Any of them firing makes
+// the replica read the lock again (one read in flight per lock; changes
+// that arrive meanwhile are coalesced into one more read), and the new
+// state goes to every local observer of the lock. Holders are a prefix of
+// the queue (the ordering rule, ordering.h), so a read lists the lock and
+// reads only the holders' nodes.
+//
+// Observers create no nodes. An observer that reads slower than the lock
+// changes gets the latest state (each state carries a version; the gRPC
+// adapter keeps at most one pending). When the lock's session disconnects
+// or expires every observer is told the state is unknown; after the
+// reconnect the lock is read again (watches are re-armed after an expiry).
+//
+// When the last observer of a lock leaves, its watches stay armed until
+// they fire (ZooKeeper has no cheap way to drop a children watch from the C
+// client); the entry lingers until then, so observing a lock again re-uses
+// them instead of piling up watchers. Thread-safe.
+//
+// Lock order: mu_ -> the engine's lock (LocalGrantUnixMs) -> each
+// session's work queue and watch registry. The engine calls OnSessionEvent
+// outside its own lock. Sinks are called with no lock held.
+#ifndef TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
+#define TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/engine/lock_engine.h"
+
+namespace turnstile {
+
+// One observed state of a lock.
+struct LockSnapshot {
+  uint64_t version = 0;  // increases with every state of this lock on this replica
+  bool known = false;    // false: the replica has no ZooKeeper contact
+  std::string message;   // !known: why
+  std::string name;
+  int32_t max_holders = 0;
+  std::vector<ContenderView> holders;  // grant order; info.granted_unix_ms where known
+  int64_t waiters = 0;
+};
+
+class ObserveSink {
+ public:
+  virtual ~ObserveSink() = default;
+  // Called outside the hub's lock; may be called concurrently and out of
+  // order from different threads: keep the highest version.
+  virtual void OnState(std::shared_ptr<const LockSnapshot> state) = 0;
+  // The replica drains: end the stream (UNAVAILABLE).
+  virtual void OnDrain() = 0;
+};
+
+struct ObserveStats {
+  size_t locks = 0;       // observed locks (entries, lingering ones included)
+  size_t observers = 0;   // open observers
+  uint64_t reads = 0;     // lock reads (listings) so far
+  uint64_t states = 0;    // distinct states fanned out
+  uint64_t watch_events = 0;
+};
+
+class LockObservers {
+ public:
+  // Subscribes to the engine's session events: construct before the
+  // sessions start.
+  explicit LockObservers(LockEngine* engine);
+  LockObservers(const LockObservers&) = delete;
+  LockObservers& operator=(const LockObservers&) = delete;
+
+  // Starts observing `name` (INVALID_ARGUMENT for a bad name, UNAVAILABLE
+  // while draining). The sink's first state comes from a read of the lock
+  // started after this call (never a cached one from before), then one
+  // after every change. Returns the id for Stop.
+  absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // SIGTERM: every observer is told to end; new ones are refused.
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  ObserveStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Observed {
+    uint64_t epoch = 0;  // this entry's identity (a re-created entry gets a new one)
+    std::string name, segment, lock_path;
+    size_t session = 0;
+    std::map<uint64_t, std::shared_ptr<ObserveSink>> sinks;
+    // New observers, until a read that started after they came completes
+    // (their first state is never the cache from before their call): by
+    // id, with the last read id started before they came.
+    struct Joining {
+      std::shared_ptr<ObserveSink> sink;
+      uint64_t after_read = 0;
+    };
+    std::map<uint64_t, Joining> joining;
+    std::shared_ptr<const LockSnapshot> last;
+    uint64_t reading = 0;  // the read in flight (0: none)
+    bool read_wanted = false;
+    bool children_watch = false;
+    bool exists_watch = false;
+    std::set<std::string> data_watched;  // holder nodes with a data watch
+    // Nodes this replica saw become holders while observing: when.
+    std::map<std::string, int64_t> seen_granted;
+  };
+
+  void OnSessionEvent(size_t index, SessionEvent e) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the lock unless a read is in flight (then once more after it).
+  void Read(Observed* o, std::vector<std::function<void()>>* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnListed(const std::string& segment, uint64_t epoch, uint64_t read, ZkCode code,
+                const std::vector<std::string>& children) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWatch(const std::string& segment, uint64_t epoch, int which, const std::string& node)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
+               std::vector<std::function<void()>>* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishRead(Observed* o, std::vector<std::function<void()>>* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Observers, joining ones included.
+  static bool Watched(const Observed& o) { return !o.sinks.empty() || !o.joining.empty(); }
+  // Drops an entry with no observers and no watch armed.
+  void MaybeForget(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Observed* Find(const std::string& segment, uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  LockEngine* const engine_;
+  mutable absl::Mutex mu_;  // before the engine's (see the top)
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // By segment. An Observed reached through a pointer is guarded by mu_
+  // too: every function that takes one REQUIRES mu_.
+  std::map<std::string, Observed> locks_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::string> by_id_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  ObserveStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_

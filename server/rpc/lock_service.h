@@ -1,0 +1,122 @@
+// LockServiceImpl: the gRPC adapter over LockEngine.
+//
+// Translates turnstile.v1 messages to engine calls and absl::Status to
+// grpc::Status (the codes are the same numbers). Served with gRPC's
+// completion-queue API on one queue and one thread (server/rpc/async_rpc.h says
+// why); one call object per stream owns its state and goes in OnDone.
+// Thread-safe.
+#ifndef TURNSTILE_SERVER_RPC_LOCK_SERVICE_H_
+#define TURNSTILE_SERVER_RPC_LOCK_SERVICE_H_
+
+#include <atomic>
+#include <cstddef>
+
+#include "server/rpc/async_rpc.h"
+#include "server/rpc/authz.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_observers.h"
+#include "server/rpc/service_observer.h"
+#include "turnstile/v1/lock.grpc.pb.h"
+
+namespace turnstile {
+
+class LockServiceImpl final {
+ public:
+  // `max_streams` bounds open Acquire + KeepAlive streams on this replica.
+  LockServiceImpl(LockEngine* engine, size_t max_streams)
+      : engine_(engine), max_streams_(max_streams) {}
+
+  // Before the server is built.
+  void Register(grpc::ServerBuilder* builder) { builder->RegisterService(&async_); }
+  // After it is built: waits for calls of every method on `cq` (polled by
+  // the caller's CqThread).
+  void Start(grpc::ServerCompletionQueue* cq);
+
+  using ReleaseCall = rpc::UnaryCall<v1::ReleaseRequest, v1::ReleaseResponse>;
+  using RevokeCall = rpc::UnaryCall<v1::RevokeRequest, v1::RevokeResponse>;
+  using DescribeCall = rpc::UnaryCall<v1::DescribeRequest, v1::DescribeResponse>;
+  using ListCall = rpc::UnaryCall<v1::ListRequest, v1::ListResponse>;
+  using ProclaimCall = rpc::UnaryCall<v1::ProclaimRequest, v1::ProclaimResponse>;
+  void Proclaim(ProclaimCall* call);
+  void AwaitObserve();
+  void Release(ReleaseCall* call);
+  void Revoke(RevokeCall* call);
+  void Describe(DescribeCall* call);
+  void List(ListCall* call);
+  // Arms the next Acquire / KeepAlive stream.
+  void AwaitAcquire();
+  void AwaitKeepAlive();
+
+  size_t open_streams() const { return open_streams_.load(); }
+
+  // Reserves a stream slot; false when the replica is at max_streams.
+  bool TryOpenStream();
+  // RESOURCE_EXHAUSTED naming the flag and the limit.
+  grpc::Status StreamLimitStatus() const;
+  void CloseStream() { open_streams_.fetch_sub(1); }
+  LockEngine* engine() const { return engine_; }
+  // The Observe RPC's hub; set before serving (null: Observe is UNAVAILABLE).
+  void SetObservers(LockObservers* observers) { observers_ = observers; }
+  LockObservers* observers() const { return observers_; }
+  // Set before serving; `observer` must outlive the service.
+  void SetObserver(ServiceObserver* observer) { observer_ = observer; }
+  void NoteRequest(const char* method, grpc::StatusCode code) const {
+    if (observer_) observer_->OnRequestDone(method, static_cast<int>(code));
+  }
+  void NoteStreams(const char* kind, int delta) const {
+    if (observer_) observer_->OnStreamsChanged(kind, delta);
+  }
+  void NoteStillHeldDropped() {
+    still_held_dropped_.fetch_add(1);
+    if (observer_) observer_->OnStillHeldDropped();
+  }
+  uint64_t still_held_dropped() const { return still_held_dropped_.load(); }
+
+  // Mutual TLS and authorization; set before serving (both may be null:
+  // no client certificates asked for, no policy). Must outlive the service.
+  void SetAuth(ClientCertVerifier* verifier, PolicyFile* policy) {
+    verifier_ = verifier;
+    policy_ = policy;
+  }
+  // The caller's verified identity ("" without mutual TLS), or
+  // UNAUTHENTICATED (audited).
+  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* ctx,
+                                           const char* method) const;
+  // OK, or PERMISSION_DENIED naming identity, action and lock (audited).
+  // Always OK without a policy.
+  absl::Status Authorize(const std::string& identity, AuthzAction action,
+                         absl::string_view lock) const;
+  // For lease-id calls: the lock name in the lease id (nullopt if the id
+  // does not parse: the engine reports that as INVALID_ARGUMENT).
+  absl::Status AuthorizeLease(const std::string& identity, AuthzAction action,
+                              const std::string& lease_id) const;
+  // Finishes a unary call refused by Authenticate/Authorize (true) or
+  // does nothing (false: `s` is OK).
+  template <typename Call>
+  bool Refused(Call* call, const char* method, const absl::Status& s) const {
+    if (s.ok()) return false;
+    grpc::Status g(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+    NoteRequest(method, g.error_code());
+    call->Finish(g);
+    return true;
+  }
+  std::shared_ptr<const AuthzPolicy> policy() const {
+    return policy_ ? policy_->current() : nullptr;
+  }
+
+ private:
+  ClientCertVerifier* verifier_ = nullptr;
+  PolicyFile* policy_ = nullptr;
+  LockEngine* const engine_;
+  LockObservers* observers_ = nullptr;
+  const size_t max_streams_;
+  std::atomic<size_t> open_streams_{0};
+  std::atomic<uint64_t> still_held_dropped_{0};
+  ServiceObserver* observer_ = nullptr;
+  v1::LockService::AsyncService async_;
+  grpc::ServerCompletionQueue* cq_ = nullptr;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_RPC_LOCK_SERVICE_H_
