@@ -20,7 +20,10 @@
 //
 // Where each rule lives: the ordering rule (who holds, whom a waiter
 // watches) is the pure function in ordering.h; the per-lock ordered view in
-// lock_queue.h; the contender state machine in lock_engine.cc; the session
+// lock_queue.h; the contender state machine in lock_engine.cc (creating
+// the node, the entry points), lock_engine_queue.cc (listings, advancing,
+// positions), lock_engine_watch.cc (a waiter's one watch) and
+// lock_engine_hold.cc (grants, holds, leases, endings); the session
 // bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
 // lock_engine_session.cc; the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in lock_engine_admin.cc.

@@ -1,6 +1,5 @@
-// Internal to the engine's translation units (lock_engine.cc,
-// lock_engine_session.cc, lock_engine_admin.cc): the contender record and
-// small shared helpers. Not part of the engine's interface.
+// Internal to the engine's translation units (lock_engine*.cc): the
+// contender record and small shared helpers. Not part of the engine's interface.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_INTERNAL_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_INTERNAL_H_
 

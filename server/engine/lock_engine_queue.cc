@@ -1,0 +1,529 @@
+// The engine's view of each lock and a waiter's place in it: listings
+// (one in flight per lock), entering the queue, re-deciding from the shared
+// view (Advance, with the ordering rule of server/recipe/ordering.h), a
+// semaphore first waiter's extra watches and grant marks, lock-delay, and
+// QUEUED positions. Part of LockEngine (server/engine/lock_engine.h); the
+// engine's lock rules hold here as in lock_engine.cc.
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_engine_internal.h"
+#include "server/recipe/ordering.h"
+
+namespace turnstile {
+
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
+
+// One listing in flight per lock: it covers every create sent before it,
+// so a burst of creates costs a few listings, not one each.
+void LockEngine::RequestList(const std::string& segment) {
+  LockState& lock = locks_[segment];
+  if (lock.list_in_flight) {
+    lock.list_wanted = true;
+    return;
+  }
+  lock.list_in_flight = true;
+  lock.list_wanted = false;
+  SessionSlot* slot = SlotOf(segment);
+  const uint64_t covers = create_counter_, epoch = slot->epoch;
+  slot->zk->GetChildrenStat(
+      options_.root + "/" + segment,
+      [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
+                                     const ZkStat& stat) {
+        {
+          absl::MutexLock l(&mu_);
+          if (!shut_down_) {
+            // Data on the lock node: a lock-delay may be running (started
+            // by another replica). Grants wait until it is read.
+            auto it = locks_.find(segment);
+            if (code == ZkCode::kOk && stat.data_length > 0 && it != locks_.end() &&
+                !it->second.mark_pending) {
+              it->second.mark_pending = true;
+              ReadLockMark(segment);
+            }
+            OnListed(segment, covers, epoch, code, children);
+          }
+        }
+        Deliver();
+      });
+}
+
+void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
+                          ZkCode code, const std::vector<std::string>& children) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
+  LockState& lock = it->second;
+  lock.list_in_flight = false;
+  // The contenders this listing decides: listed after their create.
+  std::vector<Contender*> covered;
+  for (uint64_t id : lock.ids) {
+    Contender* c = contenders_.at(id).get();
+    if (c->state == State::kListing && c->create_order <= covers) covered.push_back(c);
+  }
+  if (code == ZkCode::kOk) {
+    lock.queue.ReplaceWith(
+        children,
+        [&](const std::string& node) -> uint64_t {
+          AssertHeld();
+          auto p = by_path_.find(options_.root + "/" + segment + "/" + node);
+          return p == by_path_.end() ? 0 : p->second;
+        },
+        [&](const LockQueue::Entry& e) {
+          AssertHeld();
+          // Created after this listing was sent: not in it, still here.
+          Contender* c = LocalOf(&e);
+          return c != nullptr && c->create_order > covers;
+        });
+    // Waiters whose blocker is no longer listed re-decide; local
+    // contenders the listing should contain but does not lost their node.
+    std::vector<Contender*> redo, gone;
+    for (uint64_t id : lock.ids) {
+      Contender* c = contenders_.at(id).get();
+      if (c->node.empty()) continue;
+      bool listed = lock.queue.Contains(c->seq, c->node);
+      if (!listed && c->create_order <= covers &&
+          (c->state == State::kListing || c->state == State::kWaiting)) {
+        gone.push_back(c);
+      } else if (c->state == State::kWaiting && !c->watching.empty()) {
+        auto w = ParseContenderName(c->watching);
+        bool blocker_gone = w && !lock.queue.Contains(w->sequence, c->watching);
+        for (const auto& [node, key] : c->more_watching) {
+          auto m = ParseContenderName(node);
+          if (m && !lock.queue.Contains(m->sequence, node)) blocker_gone = true;
+        }
+        if (blocker_gone) redo.push_back(c);
+      }
+    }
+    for (Contender* c : gone) {
+      if (c->state == State::kListing) {
+        FailWait(c, absl::AbortedError("this contender's node was deleted while it queued"));
+      } else {
+        Requeue(c);
+      }
+    }
+    if (lock.queue.size() > options_.limits.max_contenders_per_lock) {
+      for (Contender* c : covered) {
+        if (c->state != State::kListing) continue;
+        FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
+                        "lock \"", c->params.name, "\" has ", lock.queue.size() - 1,
+                        " contenders; the limit is ", options_.limits.max_contenders_per_lock)));
+      }
+    }
+    // Decide the covered contenders with their ranks, in one pass.
+    std::unordered_map<uint64_t, int64_t> ranks;
+    if (!covered.empty()) {
+      lock.queue.ForFront(lock.queue.size(), [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+        if (e.local_id != 0) ranks[e.local_id] = rank;
+      });
+    }
+    for (Contender* c : covered) {
+      if (c->state != State::kListing || Find(c->id, c->gen) == nullptr) continue;
+      c->state = State::kWaiting;
+      c->watching.clear();
+      auto r = ranks.find(c->id);
+      Advance(c, /*from_listing=*/true, r == ranks.end() ? -1 : r->second);
+    }
+    for (Contender* c : redo) {
+      if (c->state == State::kWaiting) Advance(c, false);
+    }
+  } else if (IsRetryable(code)) {
+    for (Contender* c : covered) Stall(c);  // Step() lists again
+  } else if (code == ZkCode::kNoNode) {
+    for (Contender* c : covered) {
+      FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
+    }
+  }
+  // Creates sent while this listing was in flight need one sent after them.
+  auto again = locks_.find(segment);
+  if (again != locks_.end() && again->second.list_wanted && SlotOf(segment)->ready()) {
+    RequestList(segment);
+  }
+}
+
+// Puts a contender whose node is known into its lock's view.
+void LockEngine::EnterQueue(Contender* c) {
+  LockQueue::Entry entry;
+  entry.node = c->node;
+  entry.kind = c->params.kind;
+  entry.local_id = c->id;
+  entry.max_holders = c->params.max_holders;
+  locks_[c->segment].queue.Insert(c->seq, std::move(entry));
+}
+
+LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
+  if (e == nullptr || e->local_id == 0) return nullptr;
+  auto it = contenders_.find(e->local_id);
+  if (it == contenders_.end() || it->second->node != e->node) return nullptr;
+  return it->second.get();
+}
+
+// Re-decides from the shared view: nodes ahead can only disappear. The
+// mutex rule looks only at the entry directly ahead (O(log n)); a shared
+// contender at the nearest exclusive ahead (readers in between coexist).
+void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
+  LockState& lock = locks_[c->segment];
+  // Kinds (and semaphores' N) do not mix on a lock: refused for anything
+  // disagreeing ahead of it (O(1) unless the view holds a disagreement).
+  if (const LockQueue::Entry* other = FirstDisagreeingAhead(
+          lock.queue, c->seq, c->params.kind, c->params.max_holders)) {
+    FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
+    return;
+  }
+  const OrderDecision decision =
+      Decide(lock.queue, c->seq, c->params.kind, c->params.max_holders);
+  // The node to watch (for a semaphore's first waiter, the nearest of the
+  // holders it watches; the others are in more_watching).
+  const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.back();
+  if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
+  if (ahead == nullptr && Clock::now() < lock.delayed_until) {
+    // In lock-delay: the previous hold ended involuntarily.
+    if (c->params.wait_timeout == Millis(0)) {
+      ++stats_.not_acquired_try_once;
+      FailWait(c, absl::FailedPreconditionError(absl::StrCat(
+                      "lock \"", c->params.name, "\" is in lock-delay for another ",
+                      std::chrono::duration_cast<Millis>(lock.delayed_until - Clock::now()).count(),
+                      "ms (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
+      return;
+    }
+    if (c->delay_timer == 0) {
+      uint64_t id = c->id, gen = c->gen;
+      c->delay_timer = timers_->Schedule(lock.delayed_until, [this, id, gen] {
+        {
+          absl::MutexLock l(&mu_);
+          if (shut_down_) return;
+          Contender* c = Find(id, gen);
+          if (c == nullptr) return;
+          c->delay_timer = 0;
+          if (c->state == State::kWaiting) Advance(c, false);
+        }
+        Deliver();
+      });
+    }
+    return;
+  }
+  if (ahead == nullptr) {
+    Grant(c, from_listing);
+    return;
+  }
+  if (c->params.wait_timeout == Millis(0)) {
+    ++stats_.not_acquired_try_once;
+    FailWait(c, absl::FailedPreconditionError(
+                    c->params.kind == ContenderKind::kSemaphore
+                        ? absl::StrCat("semaphore \"", c->params.name, "\" has all ",
+                                       c->params.max_holders,
+                                       " permits held (try-once: wait_timeout is 0)")
+                        : absl::StrCat("lock \"", c->params.name,
+                                       "\" is held (try-once: wait_timeout is 0)")));
+    return;
+  }
+  if (rank >= 0) {
+    ReportPosition(c, rank);
+  } else if (c->last_position < 0 || c->last_position <= 11) {
+    ReportPosition(c, lock.queue.CountAhead(c->seq));
+  }
+  if (c->params.kind == ContenderKind::kSemaphore) {
+    WatchSemaphoreBlockers(c, decision);
+    return;
+  }
+  if (c->watching != ahead->node) {
+    Disarm(c);
+    c->watching = ahead->node;
+    Arm(c);
+  }
+  if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
+}
+
+std::string LockEngine::DisagreementMessage(const Contender* c, const LockQueue::Entry& other) {
+  auto describe = [](ContenderKind kind, int32_t n) {
+    switch (kind) {
+      case ContenderKind::kSemaphore: return absl::StrCat("a semaphore of max_holders ", n);
+      case ContenderKind::kShared: return std::string("a shared (read/write) lock");
+      case ContenderKind::kExclusive: break;
+    }
+    return std::string("an exclusive lock");
+  };
+  return absl::StrCat("lock \"", c->params.name, "\" is ",
+                      describe(other.kind, other.max_holders),
+                      " (a contender ahead in its queue says so); this contender asked for ",
+                      describe(c->params.kind, c->params.max_holders),
+                      ": every contender of a lock must agree");
+}
+
+// A semaphore waiter's watches (issue 21; the rule is in ordering.h): the
+// first waiter watches every holder ahead of it, any other waiter its
+// predecessor only. Re-armed only for what changed.
+void LockEngine::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
+  const std::string& nearest = decision.blockers.back()->node;
+  std::vector<std::string> others;
+  if (decision.first_waiter) {
+    for (size_t i = 0; i + 1 < decision.blockers.size(); ++i) {
+      others.push_back(decision.blockers[i]->node);
+    }
+  }
+  bool same = c->first_waiter == decision.first_waiter && c->watching == nearest &&
+              others.size() == c->more_watching.size();
+  for (size_t i = 0; same && i < others.size(); ++i) {
+    same = others[i] == c->more_watching[i].first;
+  }
+  if (same) return;
+  Disarm(c);
+  c->first_waiter = decision.first_waiter;
+  c->watching = nearest;
+  for (std::string& node : others) c->more_watching.emplace_back(std::move(node), 0);
+  Arm(c);
+  ArmMore(c);
+}
+
+// The first waiter's watches on the holders other than its predecessor.
+// A departure of any of them (or a read that finds it gone) makes it
+// re-decide; a data change (that holder's grant mark, a remote KeepAlive)
+// only re-arms that watch.
+void LockEngine::ArmMore(Contender* c) {
+  const uint64_t id = c->id, gen = ++c->more_gen;
+  const size_t per_path = options_.root.size() + c->segment.size() + kContenderPathOverhead;
+  c->slot->watched_path_bytes -= c->more_path_bytes;
+  c->more_path_bytes = per_path * c->more_watching.size();
+  c->slot->watched_path_bytes += c->more_path_bytes;
+  auto find = [this](uint64_t id, uint64_t gen)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
+    auto it = contenders_.find(id);
+    if (it == contenders_.end() || it->second->more_gen != gen ||
+        it->second->state != State::kWaiting) {
+      return nullptr;
+    }
+    return it->second.get();
+  };
+  for (auto& [node_ref, key_ref] : c->more_watching) {
+    if (key_ref != 0) continue;
+    const std::string node = node_ref;
+    const std::string segment = c->segment;
+    // Forgets the node; the contender re-decides (normally: it now holds).
+    auto gone = [this, find, id, gen, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      NoteGone(segment, node);
+      Contender* c = find(id, gen);
+      if (c == nullptr) return;
+      for (auto it = c->more_watching.begin(); it != c->more_watching.end(); ++it) {
+        if (it->first == node) {
+          c->more_watching.erase(it);
+          break;
+        }
+      }
+      Advance(c, false);
+    };
+    key_ref = c->zk()->GetData(
+        c->lock_path() + "/" + node,
+        [this, find, id, gen, node, gone](WatchEventType type) {
+          {
+            absl::MutexLock l(&mu_);
+            Contender* c = find(id, gen);
+            if (c == nullptr) return;
+            for (auto& [n, key] : c->more_watching) {
+              if (n == node) key = 0;  // fired: nothing left to remove
+            }
+            if (type == WatchEventType::kDeleted) {
+              if (!c->slot->trusted(Clock::now())) {
+                c->stalled = true;  // as Arm: maybe the session's own expiry, seen late
+                SendHeartbeat(c->slot);
+                return;
+              }
+              gone();
+            } else {
+              ArmMore(c);  // only the fired one (key 0) is armed again
+            }
+          }
+          Deliver();
+        },
+        [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
+          {
+            absl::MutexLock l(&mu_);
+            Contender* c = find(id, gen);
+            if (c == nullptr) return;
+            if (code == ZkCode::kNoNode) {
+              for (auto& [n, key] : c->more_watching) {
+                if (n == node) key = 0;  // no watch is left on a missing node
+              }
+              gone();
+            } else if (IsRetryable(code)) {
+              for (auto& [n, key] : c->more_watching) {
+                if (n == node) key = 0;
+              }
+              Stall(c);  // Step re-arms what has no watch
+            }
+          }
+          Deliver();
+        });
+  }
+}
+
+// A semaphore holder's grant mark (issue 21): one write of its own node's
+// data, whose data watch wakes the waiter behind it (now the first
+// waiter). Read-modify-write with the version, as KeepAlive and Revoke
+// through other replicas write the same data; the mark's own version is
+// not a renewal (renewed_version).
+void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) {
+  absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+  if (!info.ok()) return;  // not ours to write (cannot happen: we created it)
+  info->granted_unix_ms = c->granted_unix_ms > 0 ? c->granted_unix_ms : NowUnixMs();
+  const uint64_t id = c->id;
+  const std::string path = c->path();
+  c->zk()->SetData(path, EncodeContenderInfo(*info), version,
+                   [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = contenders_.find(id);
+      if (shut_down_ || it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (c->state != State::kHeld || c->path() != path) return;
+      if (code == ZkCode::kBadVersion && attempts > 1) {
+        // Someone wrote it meanwhile (a KeepAlive, a Revoke): read, mark again.
+        c->zk()->GetData(path, nullptr, [this, id, path, attempts](ZkCode code,
+                                                                     const std::string& data,
+                                                                     const ZkStat& stat) {
+          {
+            absl::MutexLock l(&mu_);
+            auto it = contenders_.find(id);
+            if (shut_down_ || it == contenders_.end()) return;
+            Contender* c = it->second.get();
+            if (c->state != State::kHeld || c->path() != path) return;
+            if (code == ZkCode::kOk) {
+              NoteOwnNode(c, data, stat.version);  // the write it raced with counts
+              WriteGrantMark(c, stat.version, data, attempts - 1);
+            } else {
+              OnGrantMarked(c, code, 0);
+            }
+          }
+          Deliver();
+        });
+      } else {
+        OnGrantMarked(c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
+                      stat.version);  // out of attempts: retried later, as a lost reply
+      }
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::StartLockDelay(const std::string& segment, const std::string& lock_path,
+                                Millis delay, const std::string& released) {
+  LockState& lock = locks_[segment];
+  const auto until = Clock::now() + delay;
+  if (until <= lock.delayed_until) return;
+  lock.delayed_until = until;
+  ++stats_.lock_delays_started;
+  const int64_t until_unix_ms =
+      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch() + delay)
+          .count();
+  // For Describe and for contenders that list the lock on other replicas
+  // (best effort: without it they only miss the delay).
+  SlotOf(segment)->zk->SetData(lock_path, EncodeLockMark(released, until_unix_ms), -1,
+                               [](ZkCode, const ZkStat&) {});
+}
+
+void LockEngine::ReadLockMark(const std::string& segment) {
+  const std::string lock_path = options_.root + "/" + segment;
+  const uint64_t epoch = SlotOf(segment)->epoch;
+  SlotOf(segment)->zk->GetData(lock_path, nullptr, [this, segment, epoch](
+                                                       ZkCode code, const std::string& data,
+                                                       const ZkStat&) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = locks_.find(segment);
+      if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
+      it->second.mark_pending = false;
+      if (code == ZkCode::kOk) {
+        const LockMark mark = DecodeLockMark(data);
+        const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count();
+        if (mark.delay_until_unix_ms > now_unix_ms) {
+          const auto until = Clock::now() + Millis(mark.delay_until_unix_ms - now_unix_ms);
+          it->second.delayed_until = std::max(it->second.delayed_until, until);
+        }
+      }
+      AdvanceUnblocked(segment);
+    }
+    Deliver();
+  });
+}
+
+void LockEngine::AdvanceUnblocked(const std::string& segment) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  std::vector<Contender*> ready;
+  for (uint64_t id : it->second.ids) {
+    Contender* c = contenders_.at(id).get();
+    if (c->state == State::kWaiting && c->watching.empty() && c->delay_timer == 0) {
+      ready.push_back(c);
+    }
+  }
+  for (Contender* c : ready) {
+    if (c->state == State::kWaiting) Advance(c, false);
+  }
+}
+
+// QUEUED is sent on every change within the last 10 places; further back
+// only when the position has halved or a second has passed, so a long queue
+// does not cost every waiter a message on every handoff.
+void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
+  // Mutex: one holder ahead = position 1, next in line. A semaphore's
+  // waiter with N ahead (all holders) is next in line too.
+  const int64_t position = c->params.kind == ContenderKind::kSemaphore
+                               ? std::max<int64_t>(1, ahead - c->params.max_holders + 1)
+                               : ahead;
+  auto now = Clock::now();
+  bool report = c->last_position < 0 || position > c->last_position ||
+                (position < c->last_position &&
+                 (position <= 10 || position * 2 <= c->last_position ||
+                  now - c->last_position_at >= std::chrono::seconds(1)));
+  if (!report) return;
+  c->last_position = position;
+  c->last_position_at = now;
+  LockEvent e;
+  e.type = LockEvent::Type::kQueued;
+  e.position = position;
+  e.ahead = ahead;
+  Emit(c, e);
+}
+
+// Positions near the front change with every departure: walk the first
+// `limit` entries. Waiters further back are refreshed by a sweep at most
+// once a second, and only after the queue changed (an idle queue costs
+// nothing).
+void LockEngine::RefreshPositions(const std::string& segment, size_t limit) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  std::vector<std::pair<Contender*, int64_t>> waiters;
+  it->second.queue.ForFront(limit, [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
+    AssertHeld();
+    Contender* c = LocalOf(&e);
+    if (c != nullptr && c->state == State::kWaiting) waiters.emplace_back(c, rank);
+  });
+  for (auto& [c, rank] : waiters) ReportPosition(c, rank);
+}
+
+void LockEngine::ScheduleSweep(const std::string& segment) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end() || it->second.sweep_scheduled ||
+      it->second.queue.size() <= kFrontPositions) {
+    return;
+  }
+  it->second.sweep_scheduled = true;
+  timers_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
+    {
+      absl::MutexLock l(&mu_);
+      if (shut_down_) return;
+      auto it = locks_.find(segment);
+      if (it == locks_.end()) return;
+      it->second.sweep_scheduled = false;
+      RefreshPositions(segment, it->second.queue.size());
+    }
+    Deliver();
+  });
+}
+
+}  // namespace turnstile

@@ -1,0 +1,237 @@
+// A waiter's watches: arming the one watch on the node that blocks it,
+// removing it when the waiter ends, and what a departure seen through a
+// watch or a read tells the view (NoteGone, NoteAllBefore). Part of
+// LockEngine (server/engine/lock_engine.h).
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_engine_internal.h"
+#include "server/recipe/ordering.h"
+
+namespace turnstile {
+
+using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
+
+// Watches c->watching with getData: no watch is left if it is already gone.
+void LockEngine::Arm(Contender* c) {
+  uint64_t id = c->id, gen = ++c->gen;
+  std::string node = c->watching;
+  std::string segment = c->segment;
+  // After NoteGone the contender behind `node` re-decides; if the view had
+  // already dropped `node`, this one re-decides here.
+  auto gone = [this, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    NoteGone(segment, node);
+    auto it = contenders_.find(id);
+    if (it == contenders_.end()) return;
+    Contender* c = it->second.get();
+    if (c->state == State::kWaiting && c->watching == node) {
+      c->watching.clear();
+      c->watch_key = 0;
+      Advance(c, false);
+    }
+  };
+  c->watch_key = c->zk()->GetData(
+      c->lock_path() + "/" + node,
+      [this, id, gen, gone](WatchEventType type) {
+        {
+          absl::MutexLock l(&mu_);
+          Contender* c = Find(id, gen);
+          if (c == nullptr || c->state != State::kWaiting) return;
+          c->watch_key = 0;  // fired: nothing left to remove
+          if (type == WatchEventType::kDeleted) {
+            // ZooKeeper fires the watch before it answers the transaction
+            // that deleted the node: when that is this replica's local
+            // handoff, its reply (which also confirms this waiter's node)
+            // decides, a moment later.
+            Contender* blocker = FindByPath(c->lock_path() + "/" + c->watching);
+            if (blocker != nullptr && blocker->state == State::kDeleting &&
+                blocker->handoff_in_flight) {
+              return;
+            }
+            if (!c->slot->trusted(Clock::now())) {
+              // After a pause past the safe time this may be the session's
+              // own expiry seen late (its nodes deleted, this waiter's
+              // blocker among them): wait for a confirmed contact (then
+              // re-arm and find the blocker gone) or the expiry (then queue
+              // again on the new session).
+              c->stalled = true;
+              SendHeartbeat(c->slot);
+              return;
+            }
+            if (c->blocker_delay_ms > 0 && blocker == nullptr) {
+              // The blocker held with a lock-delay: was its end clean? The
+              // lock node's mark (written in its release's transaction)
+              // says. (A local blocker's end is known here: EndContender.)
+              const std::string node = c->watching;
+              const Millis delay(c->blocker_delay_ms);
+              c->zk()->GetData(c->lock_path(), nullptr,
+                               [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
+                                                                  const ZkStat&) {
+                                 {
+                                   absl::MutexLock l(&mu_);
+                                   Contender* c = Find(id, gen);
+                                   if (c == nullptr || c->state != State::kWaiting) return;
+                                   if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
+                                     StartLockDelay(c->segment, c->lock_path(), delay, "");
+                                   }
+                                   gone();
+                                 }
+                                 Deliver();
+                               });
+              return;
+            }
+            gone();
+          } else {
+            Arm(c);  // data changed (a remote KeepAlive): watch again
+          }
+        }
+        Deliver();
+      },
+      [this, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
+        {
+          absl::MutexLock l(&mu_);
+          Contender* c = Find(id, gen);
+          if (c == nullptr || c->state != State::kWaiting) return;
+          if (code == ZkCode::kOk) {
+            // The blocker's lock-delay (decoded only when it has one).
+            c->blocker_delay_ms = 0;
+            if (data.find("\nlock_delay_ms=") != std::string::npos) {
+              absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+              if (info.ok()) c->blocker_delay_ms = info->lock_delay_ms;
+            }
+            if (c->params.kind == ContenderKind::kSemaphore && !c->first_waiter &&
+                data.find("\ngranted_unix_ms=") != std::string::npos) {
+              // The semaphore waiter's predecessor holds (its grant mark):
+              // this one is now the first waiter. One more listing (its
+              // second and last), then an exact decision.
+              Disarm(c);
+              c->watching.clear();
+              c->state = State::kListing;
+              c->create_order = ++create_counter_;
+              RequestList(c->segment);
+            }
+          }
+          if (code == ZkCode::kNoNode) {
+            c->watch_key = 0;  // no watch is left on a missing node
+            gone();
+          } else if (IsRetryable(code)) {
+            c->watch_key = 0;
+            Stall(c);
+          }
+        }
+        Deliver();
+      });
+}
+
+// Removes the watch a waiter leaves on its blocker, so an ended or
+// re-armed waiter does not keep a watch (outside the watch budget) until
+// that node changes.
+void LockEngine::Disarm(Contender* c) {
+  if (c->watch_key != 0 && !c->watching.empty()) {
+    // A node is watched by the contenders it blocks (one for a mutex; the
+    // readers behind a writer) and, if it is this replica's, by its own
+    // holder. The server's watch goes only when none of them is left.
+    bool only_watcher = by_path_.count(c->lock_path() + "/" + c->watching) == 0;
+    if (only_watcher && c->params.kind == ContenderKind::kShared) {
+      auto lk = locks_.find(c->segment);
+      if (lk != locks_.end()) {
+        for (uint64_t other : lk->second.ids) {
+          auto it = contenders_.find(other);
+          if (other != c->id && it != contenders_.end() && it->second->watch_key != 0 &&
+              it->second->watching == c->watching) {
+            only_watcher = false;
+            break;
+          }
+        }
+      }
+    }
+    c->zk()->RemoveWatch(c->lock_path() + "/" + c->watching, c->watch_key, only_watcher);
+  }
+  c->watch_key = 0;
+  if (!c->more_watching.empty() || c->more_path_bytes > 0) DisarmMore(c);
+}
+
+// Removes a semaphore first waiter's other watches. The server's watch on
+// a node goes only when no other local contender watches it (its own
+// holder, or the waiter behind it as its predecessor).
+void LockEngine::DisarmMore(Contender* c) {
+  ++c->more_gen;
+  for (const auto& [node, key] : c->more_watching) {
+    if (key == 0) continue;
+    const std::string path = c->lock_path() + "/" + node;
+    bool only_watcher = by_path_.count(path) == 0;
+    auto lk = locks_.find(c->segment);
+    if (only_watcher && lk != locks_.end()) {
+      for (uint64_t other : lk->second.ids) {
+        auto it = contenders_.find(other);
+        if (other == c->id || it == contenders_.end()) continue;
+        const Contender* o = it->second.get();
+        if (o->watch_key != 0 && o->watching == node) only_watcher = false;
+        for (const auto& [n, k] : o->more_watching) {
+          if (k != 0 && n == node) only_watcher = false;
+        }
+        if (!only_watcher) break;
+      }
+    }
+    c->zk()->RemoveWatch(path, key, only_watcher);
+  }
+  c->more_watching.clear();
+  c->first_waiter = false;
+  c->slot->watched_path_bytes -= c->more_path_bytes;
+  c->more_path_bytes = 0;
+}
+
+void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  std::optional<ContenderName> gone = ParseContenderName(node);
+  if (!gone) return;
+  LockQueue& q = it->second.queue;
+  if (!q.Erase(gone->sequence, node)) return;
+  const bool top = !handoff_from_;
+  if (top) handoff_from_ = Clock::now();
+  // Who may now hold or watch another node: the contender directly behind
+  // (it watched the node, or a shared one watched an exclusive further
+  // ahead and gains nothing: Advance finds the same blocker); and when an
+  // exclusive node went, every shared contender behind it up to the next
+  // exclusive one (they all watched it). A reader's departure concerns only
+  // the one behind it, so it costs no walk.
+  std::vector<Contender*> next;
+  q.ForBehind(gone->sequence, [&](int32_t, const LockQueue::Entry& e) {
+    AssertHeld();
+    Contender* n = LocalOf(&e);
+    if (n != nullptr && n->state == State::kWaiting && (next.empty() || n->watching == node)) {
+      next.push_back(n);
+    } else if (next.empty()) {
+      next.push_back(nullptr);  // the one directly behind is not a local waiter
+    }
+    return gone->kind == ContenderKind::kExclusive && e.kind == ContenderKind::kShared;
+  });
+  for (Contender* n : next) {
+    if (n == nullptr) continue;
+    if (n->watching == node) {
+      n->watching.clear();
+      n->watch_key = 0;
+    }
+    Advance(n, false);
+  }
+  if (top) handoff_from_.reset();
+  RefreshPositions(segment, kFrontPositions);
+  ScheduleSweep(segment);
+}
+
+void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
+  auto it = locks_.find(segment);
+  if (it == locks_.end()) return;
+  if (it->second.queue.EraseRemoteBefore(seq) > 0) {
+    RefreshPositions(segment, kFrontPositions);
+    ScheduleSweep(segment);
+  }
+}
+
+}  // namespace turnstile
