@@ -1,0 +1,135 @@
+// The KeepAlive stream: renewals of leases by id (server/rpc/lock_service.h).
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/rpc/lock_service.h"
+#include "server/rpc/lock_service_internal.h"
+
+namespace turnstile {
+
+using namespace lock_service_internal;  // NOLINT(build/namespaces): the adapter's own helpers
+
+namespace {
+
+class KeepAliveReactor final
+    : public StreamReactor<v1::KeepAliveRequest, v1::KeepAliveResponse> {
+ public:
+  static void Await(LockServiceImpl* svc, v1::LockService::AsyncService* async,
+                    grpc::ServerCompletionQueue* cq) {
+    auto r = std::shared_ptr<KeepAliveReactor>(new KeepAliveReactor(svc));
+    r->weak_self_ = r;
+    r->BidiCall::Await(r, [async](grpc::ServerContext* ctx, Stream* stream,
+                                  grpc::ServerCompletionQueue* cq, void* tag) {
+      async->RequestKeepAlive(ctx, stream, cq, cq, tag);
+    }, cq);
+  }
+
+  void OnArrival() override { svc_->AwaitKeepAlive(); }
+  void OnStart() override {
+    identity_ = svc_->Authenticate(context(), "KeepAlive");
+    Begin();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      FinishAfterWrites(grpc::Status::OK);
+      return;
+    }
+    if (!identity_.ok()) {
+      FinishAfterWrites(ToGrpc(identity_.status()));
+      return;
+    }
+    size_t n = static_cast<size_t>(req_.lease_ids_size());
+    size_t limit = svc_->engine()->options().limits.max_keepalive_leases;
+    if (n == 0 || n > limit) {
+      FinishAfterWrites(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("lease_ids has ", n, " entries; it must have 1..", limit)));
+      return;
+    }
+    // One request at a time: answers stay in request order.
+    struct Gather {
+      explicit Gather(const v1::KeepAliveRequest& req) : left(req.lease_ids_size()) {
+        for (const auto& lease : req.lease_ids()) resp.add_leases()->set_lease_id(lease);
+      }
+      absl::Mutex mu;
+      size_t left ABSL_GUARDED_BY(mu);
+      v1::KeepAliveResponse resp ABSL_GUARDED_BY(mu);
+    };
+    auto g = std::make_shared<Gather>(req_);
+    std::weak_ptr<KeepAliveReactor> weak = weak_self_;
+    for (size_t i = 0; i < n; ++i) {
+      auto answer = [g, i, weak](absl::StatusOr<Millis> valid) {
+            absl::ReleasableMutexLock l(&g->mu);
+            auto* st = g->resp.mutable_leases(static_cast<int>(i));
+            st->set_code(static_cast<int32_t>(valid.status().code()));
+            if (valid.ok()) {
+              SetDuration(*valid, st->mutable_valid_for());
+            } else {
+              st->set_message(std::string(valid.status().message()));
+            }
+            if (--g->left > 0) return;
+            v1::KeepAliveResponse resp = std::move(g->resp);
+            l.Release();
+            if (auto r = weak.lock()) {
+              r->Send(std::move(resp));
+              r->StartRead(&r->req_);
+            }
+          };
+      const std::string& lease = req_.lease_ids(static_cast<int>(i));
+      // A lease the caller may not keep alive gets PERMISSION_DENIED in its
+      // own entry; the others in the request are served.
+      if (absl::Status allowed = svc_->AuthorizeLease(*identity_, AuthzAction::kKeepAlive, lease);
+          !allowed.ok()) {
+        answer(allowed);
+        continue;
+      }
+      svc_->engine()->KeepAlive(lease, answer);
+    }
+  }
+
+  void OnCancel() override { FinishAfterWrites(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    MarkDone();
+    if (counted_) {
+      svc_->CloseStream();
+      svc_->NoteStreams("keepalive", -1);
+    }
+    BidiCall::OnDone();  // may destroy *this
+  }
+
+ private:
+  explicit KeepAliveReactor(LockServiceImpl* svc) : svc_(svc) {}
+  void OnFinishing(const grpc::Status& s) override {
+    svc_->NoteRequest("KeepAlive", s.error_code());
+  }
+  void Begin() {
+    counted_ = svc_->TryOpenStream();
+    if (!counted_) {
+      FinishAfterWrites(svc_->StreamLimitStatus());
+      return;
+    }
+    svc_->NoteStreams("keepalive", +1);
+    StartRead(&req_);
+  }
+
+  LockServiceImpl* const svc_;
+  std::weak_ptr<KeepAliveReactor> weak_self_;
+  absl::StatusOr<std::string> identity_;
+  bool counted_ = false;
+  v1::KeepAliveRequest req_;
+};
+
+}  // namespace
+
+void LockServiceImpl::AwaitKeepAlive() { KeepAliveReactor::Await(this, &async_, cq_); }
+
+}  // namespace turnstile
