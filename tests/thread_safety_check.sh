@@ -30,9 +30,7 @@ flags=(-std=c++17 -fsyntax-only -Wthread-safety -Werror
 # attributes, so the analysis would check nothing in them): excluded until
 # they are, each with its reason.
 excluded=(
-  "client/lib/client.cc: std::mutex and condition variables on the library's one event-loop thread; converted when it is split (issue 31, step 5)"
-  "client/lib/coordination.cc: std::mutex (Election); converted with client.cc"
-  "client/lib/event_loop.cc: std::mutex and condition variable; converted with client.cc"
+  "client/lib/coordination.cc: std::mutex (Election); converted next"
   "server/zk_floor/zk_floor.cc: the bench's bare-ZooKeeper floor program, not the server; std::mutex"
 )
 

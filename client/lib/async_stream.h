@@ -18,6 +18,9 @@
 // RemoveHold). gRPC never completes a tag inside a call made by the
 // application, so operations are started under the stream's lock.
 //
+// Lock order: the owner's lock (if it holds one while calling in) -> mu_ ->
+// the EventLoop's lock (cq()). OnRead and OnDone run without mu_.
+//
 // Internal to turnstile (the client library and the bench); not part of the
 // public API.
 #ifndef TURNSTILE_CLIENT_LIB_ASYNC_STREAM_H_
@@ -25,11 +28,12 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/lib/event_loop.h"
 
 namespace turnstile::client {
@@ -53,10 +57,11 @@ class AsyncStream {
   // headers go out with it (one packet, not two). `keep`, if any, is held
   // until OnDone returned. Once only.
   template <typename Prepare>
-  void Start(Prepare&& prepare, Request first, std::shared_ptr<void> keep = nullptr) {
+  void Start(Prepare&& prepare, Request first, std::shared_ptr<void> keep = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     keep_ = std::move(keep);
     ctx_.set_initial_metadata_corked(true);
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     stream_ = prepare(&ctx_, loop_->cq());
     stream_->StartCall(nullptr);  // corked: no tag comes back for it
     queue_.emplace_back(std::move(first), false);
@@ -72,8 +77,8 @@ class AsyncStream {
   // Queues `message`; `last` half-closes the stream after it and closes the
   // writes. False (nothing queued) once the writes are closed: by `last`,
   // Close, a failed write, or the end of the reads.
-  bool Write(Request message, bool last) {
-    std::lock_guard<std::mutex> l(mu_);
+  bool Write(Request message, bool last) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     if (closed_) return false;
     queue_.emplace_back(std::move(message), last);
     if (last) closed_ = true;
@@ -83,23 +88,23 @@ class AsyncStream {
 
   // No more writes (without a half-close): drops what has not started.
   // Idempotent.
-  void Close() {
-    std::lock_guard<std::mutex> l(mu_);
+  void Close() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     closed_ = true;
     queue_.clear();
   }
 
   // OnDone waits until every hold is removed. AddHold before Start.
-  void AddHold() {
-    std::lock_guard<std::mutex> l(mu_);
+  void AddHold() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     ++holds_;
   }
   // The last one, on another thread than the loop's, posts OnDone to the
   // loop if it is due; on the loop's thread it runs it.
-  void RemoveHold() {
+  void RemoveHold() ABSL_LOCKS_EXCLUDED(mu_) {
     bool over;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       --holds_;
       over = OverLocked();
     }
@@ -120,8 +125,7 @@ class AsyncStream {
   virtual void OnDone(const grpc::Status& status) = 0;
 
  private:
-  // REQUIRES: mu_.
-  void PumpLocked() {
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (in_flight_ || queue_.empty()) return;
     in_flight_ = true;
     // Serialized by the call: the queue keeps no payload (a hold may stay
@@ -135,14 +139,14 @@ class AsyncStream {
       stream_->Write(message, &write_tag_);
     }
   }
-  // True once, when everything is over. REQUIRES: mu_.
-  bool OverLocked() {
+  // True once, when everything is over.
+  bool OverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (over_ || read_pending_ || in_flight_ || finish_pending_ || holds_ > 0) return false;
     over_ = true;
     return true;
   }
 
-  void ReadDone(bool ok) {
+  void ReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     if (ok) {
       OnRead(response_);
       stream_->Read(&response_, &read_tag_);  // only this thread starts reads
@@ -150,7 +154,7 @@ class AsyncStream {
     }
     bool over;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       read_pending_ = false;
       closed_ = true;  // the stream ended: its status is on its way
       queue_.clear();
@@ -158,10 +162,10 @@ class AsyncStream {
     }
     if (over) Over();
   }
-  void WriteDone(bool ok) {
+  void WriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     bool over;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       in_flight_ = false;
       if (!ok) {  // the stream broke; its reads end too
         closed_ = true;
@@ -172,10 +176,10 @@ class AsyncStream {
     }
     if (over) Over();
   }
-  void FinishDone(bool) {
+  void FinishDone(bool) ABSL_LOCKS_EXCLUDED(mu_) {
     bool over;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      absl::MutexLock l(&mu_);
       finish_pending_ = false;
       over = OverLocked();
     }
@@ -188,22 +192,24 @@ class AsyncStream {
 
   const std::shared_ptr<EventLoop> loop_;  // first: outlives the call
   grpc::ClientContext ctx_;
+  // Set by Start under mu_; the loop's thread then starts reads on it
+  // without the lock (one at a time: only ReadDone starts the next).
   std::unique_ptr<Stream> stream_;
-  Response response_;      // the read in flight
+  Response response_;      // the read in flight (the loop's thread)
   grpc::Status status_;    // Finish's
   std::shared_ptr<void> keep_;
   Tag read_tag_ = MakeTag<AsyncStream, &AsyncStream::ReadDone>(this);
   Tag write_tag_ = MakeTag<AsyncStream, &AsyncStream::WriteDone>(this);
   Tag finish_tag_ = MakeTag<AsyncStream, &AsyncStream::FinishDone>(this);
 
-  std::mutex mu_;
-  std::deque<std::pair<Request, bool>> queue_;  // GUARDED_BY(mu_) message, last
-  bool in_flight_ = false;                      // GUARDED_BY(mu_) a write
-  bool read_pending_ = false;                   // GUARDED_BY(mu_)
-  bool finish_pending_ = false;                 // GUARDED_BY(mu_)
-  bool closed_ = false;                         // GUARDED_BY(mu_) no more writes
-  int holds_ = 0;                               // GUARDED_BY(mu_)
-  bool over_ = false;                           // GUARDED_BY(mu_)
+  absl::Mutex mu_;
+  std::deque<std::pair<Request, bool>> queue_ ABSL_GUARDED_BY(mu_);  // message, last
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;  // a write
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // no more writes
+  int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool over_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace turnstile::client

@@ -4,13 +4,15 @@
 
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include <grpc/support/time.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/completion_queue.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace turnstile::client {
 
@@ -24,20 +26,24 @@ struct EventLoop::State {
   grpc::Alarm alarm;  // wakes the loop; at most one pending (alarm_pending)
   Tag alarm_tag{[](void* self, bool) { static_cast<State*>(self)->AlarmDone(); }, this};
 
-  std::mutex mu;
+  // Taken by any thread that queues a task, and by the loop's thread
+  // between turns; never held while a task or a tag runs. Lock order: the
+  // last lock (callers hold their own first: a HoldCore's, a KeepAliver's,
+  // an AsyncStream's); nothing is taken under it but gRPC's own.
+  absl::Mutex mu;
   // Equal deadlines keep their insertion order (multimap inserts at the end
   // of an equal range): posted tasks run in the order posted.
-  std::multimap<Clock::time_point, std::function<void()>> tasks;  // GUARDED_BY(mu)
-  bool stop = false;                                               // GUARDED_BY(mu)
-  bool started = false;                                            // GUARDED_BY(mu)
-  std::thread thread;                                              // GUARDED_BY(mu)
-  std::thread::id thread_id;                                       // GUARDED_BY(mu)
+  std::multimap<Clock::time_point, std::function<void()>> tasks ABSL_GUARDED_BY(mu);
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  bool started ABSL_GUARDED_BY(mu) = false;
+  std::thread thread ABSL_GUARDED_BY(mu);
+  std::thread::id thread_id ABSL_GUARDED_BY(mu);
   // In AsyncNext (or about to be), until `sleep_until` at the latest.
-  bool sleeping = false;            // GUARDED_BY(mu)
-  Clock::time_point sleep_until;    // GUARDED_BY(mu)
-  bool alarm_pending = false;       // GUARDED_BY(mu)
+  bool sleeping ABSL_GUARDED_BY(mu) = false;
+  Clock::time_point sleep_until ABSL_GUARDED_BY(mu);
+  bool alarm_pending ABSL_GUARDED_BY(mu) = false;
 
-  void StartLocked(std::shared_ptr<State> self) {
+  void StartLocked(std::shared_ptr<State> self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     started = true;
     thread = std::thread(&State::Run, std::move(self));
     thread_id = thread.get_id();
@@ -46,22 +52,22 @@ struct EventLoop::State {
   // The task just queued is due at `when`: makes the loop look again if it
   // may be asleep until later. The loop's own thread looks before it
   // sleeps.
-  void WakeLocked(Clock::time_point when) {
+  void WakeLocked(Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (!sleeping || when >= sleep_until || alarm_pending) return;
     if (std::this_thread::get_id() == thread_id) return;
     alarm_pending = true;
     // Already due: the alarm completes on the queue within this call.
     alarm.Set(&cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), &alarm_tag);
   }
-  void AlarmDone() {
-    std::lock_guard<std::mutex> l(mu);
+  void AlarmDone() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock l(&mu);
     alarm_pending = false;
   }
 
   static void Run(std::shared_ptr<State> self) {
     State& s = *self;
     pthread_setname_np(pthread_self(), s.name.substr(0, 15).c_str());
-    std::unique_lock<std::mutex> l(s.mu);
+    s.mu.Lock();
     for (;;) {
       // Awake. (A task queued between AsyncNext's return and here may set
       // the alarm for nothing: one spurious turn, never a missed one.)
@@ -80,10 +86,10 @@ struct EventLoop::State {
         }
         std::function<void()> task = std::move(first->second);
         s.tasks.erase(first);
-        l.unlock();
+        s.mu.Unlock();
         task();
         task = nullptr;  // what it holds is released outside the lock
-        l.lock();
+        s.mu.Lock();
         have_now = false;
       }
       // Then the queue, until the next timer.
@@ -98,7 +104,7 @@ struct EventLoop::State {
                                                     GPR_TIMESPAN));
       }
       s.sleeping = true;
-      l.unlock();
+      s.mu.Unlock();
       void* tag = nullptr;
       bool ok = false;
       const grpc::CompletionQueue::NextStatus status = s.cq.AsyncNext(&tag, &ok, deadline);
@@ -107,7 +113,7 @@ struct EventLoop::State {
         Tag* t = static_cast<Tag*>(tag);
         t->run(t->self, ok);
       }
-      l.lock();
+      s.mu.Lock();
     }
   }
 };
@@ -122,7 +128,7 @@ EventLoop::~EventLoop() {
   bool on_loop_thread;
   bool started;
   {
-    std::lock_guard<std::mutex> l(s.mu);
+    absl::MutexLock l(&s.mu);
     s.stop = true;
     dropped.swap(s.tasks);
     thread = std::move(s.thread);
@@ -148,7 +154,7 @@ EventLoop::~EventLoop() {
 
 void EventLoop::RunAt(Clock::time_point when, std::function<void()> task) {
   State& s = *state_;
-  std::lock_guard<std::mutex> l(s.mu);
+  absl::MutexLock l(&s.mu);
   if (s.stop) return;
   s.tasks.emplace(when, std::move(task));
   if (!s.started) {
@@ -161,25 +167,29 @@ void EventLoop::RunAt(Clock::time_point when, std::function<void()> task) {
 void EventLoop::Post(std::function<void()> task) { RunAt(Clock::time_point::min(), std::move(task)); }
 
 bool EventLoop::InLoopThread() const {
-  std::lock_guard<std::mutex> l(state_->mu);
-  return state_->thread_id == std::this_thread::get_id();
+  State& s = *state_;
+  absl::MutexLock l(&s.mu);
+  return s.thread_id == std::this_thread::get_id();
 }
 
 std::shared_ptr<EventLoop> SharedEventLoop() {
-  static std::mutex* mu = new std::mutex;
-  static std::weak_ptr<EventLoop>* shared = new std::weak_ptr<EventLoop>;
-  std::lock_guard<std::mutex> l(*mu);
-  std::shared_ptr<EventLoop> loop = shared->lock();
+  struct Shared {
+    absl::Mutex mu;
+    std::weak_ptr<EventLoop> loop ABSL_GUARDED_BY(mu);
+  };
+  static Shared* shared = new Shared;  // never destroyed: used until the process ends
+  absl::MutexLock l(&shared->mu);
+  std::shared_ptr<EventLoop> loop = shared->loop.lock();
   if (!loop) {
     loop = std::make_shared<EventLoop>("turnstile-cq");
-    *shared = loop;
+    shared->loop = loop;
   }
   return loop;
 }
 
 grpc::CompletionQueue* EventLoop::cq() {
   State& s = *state_;
-  std::lock_guard<std::mutex> l(s.mu);
+  absl::MutexLock l(&s.mu);
   if (!s.started && !s.stop) s.StartLocked(state_);
   return &s.cq;
 }
