@@ -29,8 +29,11 @@ flags=(-std=c++17 -fsyntax-only -Wthread-safety -Werror
 # Files not yet converted to annotated locks (std::mutex carries no
 # attributes, so the analysis would check nothing in them): excluded until
 # they are, each with its reason.
+# One lock in a checked file is not a capability either: Election's
+# tell_mu_ (client/lib/coordination.h), a std::recursive_mutex that
+# serializes the user's election callbacks, which may re-enter Resign; it
+# guards no data (Election's data is under its checked mu_).
 excluded=(
-  "client/lib/coordination.cc: std::mutex (Election); converted next"
   "server/zk_floor/zk_floor.cc: the bench's bare-ZooKeeper floor program, not the server; std::mutex"
 )
 

@@ -1,6 +1,7 @@
 #include "client/lib/coordination.h"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -39,7 +40,7 @@ Election::~Election() { (void)Resign(); }
 void Election::Tell(bool leader, const std::string& reason) {
   std::lock_guard<std::recursive_mutex> t(tell_mu_);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (leader_ == leader) return;
     leader_ = leader;
   }
@@ -52,7 +53,7 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
         absl::StrCat("timeout is ", timeout.count(), "ms; it must be >= 0"));
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (lock_) {
       const LockState s = lock_->status().state;
       if (s == LockState::kHeld || s == LockState::kSuspended) {
@@ -94,7 +95,7 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
       std::lock_guard<std::recursive_mutex> t(tell_mu_);
       LockState now_state;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        absl::MutexLock l(&mu_);
         term_ = got->fencing_token();
         term_box->store(term_);
         lock_.emplace(std::move(*got));
@@ -133,7 +134,7 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
 void Election::OnChange(uint64_t term, const LockStatus& status) {
   std::lock_guard<std::recursive_mutex> t(tell_mu_);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (term == 0 || term != term_) return;  // not (yet) this leadership's
   }
   switch (status.state) {
@@ -156,17 +157,19 @@ void Election::OnRevoke(uint64_t term, const std::string& requester, const std::
   if (!options_.resign_on_revoke && !options_.on_revoke) return;
   std::lock_guard<std::recursive_mutex> t(tell_mu_);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (term == 0 || term != term_) return;
   }
   if (options_.on_revoke) options_.on_revoke(requester, reason);
   if (!options_.resign_on_revoke) return;
   Tell(false, "REVOKED");
   // lock_ stays put while tell_mu_ is held (Campaign and Resign take it
-  // first); mu_ is not held across Release, whose callbacks take it.
+  // first); mu_ is not held across Release, whose callbacks take it. (The
+  // analysis does not follow the pointer out of mu_'s scope: tell_mu_,
+  // which it does not see, is what keeps it valid.)
   Lock* lock = nullptr;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     if (lock_) lock = &*lock_;
   }
   // From the library's thread: Release sends the release and returns.
@@ -174,17 +177,17 @@ void Election::OnRevoke(uint64_t term, const std::string& requester, const std::
 }
 
 bool Election::IsLeader() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return leader_ && lock_ && lock_->status().state == LockState::kHeld;
 }
 
 uint64_t Election::Term() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return term_;
 }
 
 std::string Election::LeaseId() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   return lock_ ? lock_->lease_id() : std::string();
 }
 
@@ -192,7 +195,7 @@ absl::Status Election::Proclaim(const std::string& value) {
   std::string lease;
   uint64_t term = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     const LockState s = lock_ ? lock_->status().state : LockState::kReleased;
     if (s != LockState::kHeld && s != LockState::kSuspended) {
       return absl::FailedPreconditionError(
@@ -209,7 +212,7 @@ absl::Status Election::Resign() {
   {
     std::lock_guard<std::recursive_mutex> t(tell_mu_);
     Tell(false, "RESIGNED");
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     lock = std::move(lock_);
     lock_.reset();
   }

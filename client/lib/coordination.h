@@ -29,8 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "client.h"  // same directory: in the repository and installed
 
 namespace turnstile::client {
@@ -81,36 +83,47 @@ class Election {
   // RESOURCE_EXHAUSTED, UNAVAILABLE) queues again inside, unseen.
   // FAILED_PRECONDITION if already leading. Other errors (INVALID_ARGUMENT,
   // PERMISSION_DENIED) are returned.
-  absl::Status Campaign(const std::string& value, Millis timeout);
+  absl::Status Campaign(const std::string& value, Millis timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Leading and not in doubt.
-  bool IsLeader() const;
+  bool IsLeader() const ABSL_LOCKS_EXCLUDED(mu_);
   // The term (fencing token) of the current or last leadership; 0 if none.
-  uint64_t Term() const;
+  uint64_t Term() const ABSL_LOCKS_EXCLUDED(mu_);
   // Its lease id ("" if none): for Revoke/Release by lease id elsewhere.
-  std::string LeaseId() const;
+  std::string LeaseId() const ABSL_LOCKS_EXCLUDED(mu_);
   // Changes the leader's value (observers see it). FAILED_PRECONDITION if
   // not leading; the server's NOT_FOUND / FAILED_PRECONDITION if the hold
   // is gone or the term is stale.
-  absl::Status Proclaim(const std::string& value);
+  absl::Status Proclaim(const std::string& value) ABSL_LOCKS_EXCLUDED(mu_);
   // Gives up leadership (or nothing, if not leading).
-  absl::Status Resign();
+  absl::Status Resign() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& name() const { return name_; }
 
  private:
-  void OnChange(uint64_t term, const LockStatus& status);
-  void OnRevoke(uint64_t term, const std::string& requester, const std::string& reason);
-  // Tells on_leadership (serialized; only changes).
-  void Tell(bool leader, const std::string& reason);
+  // Lock order: tell_mu_ -> mu_ -> the Lock's own (lock_->status()).
+  // tell_mu_ serializes the user's callbacks (on_leadership, on_revoke) and
+  // is held while they run; it is recursive because they may call Resign,
+  // which takes it again on the same thread (and tells on_leadership
+  // nested, before the release, as a leader must hear it first). It guards
+  // no data but lock_'s place: lock_ is moved in or out (Campaign, Resign)
+  // only under tell_mu_, so OnRevoke may use it after dropping mu_. Not a
+  // lock clang's analysis sees (std::recursive_mutex carries no
+  // attributes); mu_, which guards the data, is checked. mu_ is never held
+  // while a callback runs or a Lock is released.
+  void OnChange(uint64_t term, const LockStatus& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRevoke(uint64_t term, const std::string& requester, const std::string& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells on_leadership (serialized; only changes). Under tell_mu_.
+  void Tell(bool leader, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
   Client* const client_;
   const std::string name_;
   const ElectionOptions options_;
-  std::recursive_mutex tell_mu_;  // serializes on_leadership
-  mutable std::mutex mu_;
-  std::optional<Lock> lock_;  // GUARDED_BY(mu_)
-  uint64_t term_ = 0;         // GUARDED_BY(mu_)
-  bool leader_ = false;       // GUARDED_BY(mu_) as last told
+  std::recursive_mutex tell_mu_;
+  mutable absl::Mutex mu_;
+  std::optional<Lock> lock_ ABSL_GUARDED_BY(mu_);
+  uint64_t term_ ABSL_GUARDED_BY(mu_) = 0;
+  bool leader_ ABSL_GUARDED_BY(mu_) = false;  // as last told
 };
 
 // The current leader of the election `name`; nullopt if none.
