@@ -1,0 +1,877 @@
+// The engine's recipe over the in-memory ZooKeeper (tests/fake_zk_session.h):
+// FIFO and fencing, herd-freedom counted watch by watch, replies held and
+// delivered in another order, replies lost, a session expired, and orders of
+// events a real ZooKeeper produces only by chance (a watch that fires while
+// the read that set it is still unanswered, a container reaped between two
+// holds, a hold deleted while its replica was disconnected). No ZooKeeper
+// process, no sleeps: every wait is for an event, with a deadline.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "server/engine/lock_engine.h"
+#include "server/engine/timer_queue.h"
+#include "server/recipe/lock_name.h"
+#include "tests/fake_zk_session.h"
+#include "tests/wait.h"
+
+namespace turnstile::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using Type = LockEvent::Type;
+
+constexpr milliseconds kDeadline{10000};
+constexpr char kRoot[] = "/t";
+
+std::string LockPath(const std::string& name) {
+  return std::string(kRoot) + "/" + EncodeLockName(name);
+}
+
+// Records one contender's events; waits for them with a deadline.
+class Recorder final : public ContenderSink {
+ public:
+  void OnEvent(const LockEvent& e) override {
+    std::lock_guard<std::mutex> l(mu_);
+    events_.push_back(e);
+    cv_.notify_all();
+  }
+  void OnFinish(const absl::Status& s) override {
+    std::lock_guard<std::mutex> l(mu_);
+    finish_ = s;
+    cv_.notify_all();
+  }
+  // The first event of `type`, waiting for it up to `timeout`.
+  std::optional<LockEvent> Await(Type type, milliseconds timeout = kDeadline) {
+    std::unique_lock<std::mutex> l(mu_);
+    std::optional<LockEvent> out;
+    cv_.wait_for(l, timeout, [&] {
+      for (const LockEvent& e : events_) {
+        if (e.type == type) {
+          out = e;
+          return true;
+        }
+      }
+      return false;
+    });
+    return out;
+  }
+  std::optional<absl::Status> AwaitFinish(milliseconds timeout = kDeadline) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, timeout, [&] { return finish_.has_value(); });
+    return finish_;
+  }
+  int Count(Type type) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return static_cast<int>(std::count_if(events_.begin(), events_.end(),
+                                           [&](const LockEvent& e) { return e.type == type; }));
+  }
+  std::vector<Type> Types() const {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<Type> out;
+    for (const LockEvent& e : events_) out.push_back(e.type);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<LockEvent> events_;
+  std::optional<absl::Status> finish_;
+};
+
+// The znode of a hold, from its ACQUIRED event's lease id.
+std::string NodeOf(const LockEvent& acquired) {
+  return std::string(kRoot) + "/" + acquired.lease_id;
+}
+
+std::string Name(Type t) {
+  switch (t) {
+    case Type::kQueued: return "QUEUED";
+    case Type::kAcquired: return "ACQUIRED";
+    case Type::kSuspended: return "SUSPENDED";
+    case Type::kResumed: return "RESUMED";
+    case Type::kLost: return "LOST";
+    case Type::kReleased: return "RELEASED";
+    case Type::kStillHeld: return "STILL_HELD";
+    case Type::kRevokeRequested: return "REVOKE_REQUESTED";
+    case Type::kReleasing: return "RELEASING";
+  }
+  return "?";
+}
+
+std::string Describe(const Recorder& r) {
+  std::string out;
+  for (Type t : r.Types()) out += Name(t) + " ";
+  return out;
+}
+
+struct Contender {
+  uint64_t id = 0;
+  std::shared_ptr<Recorder> sink;
+};
+
+// One engine ("replica") over its own fake session; all share one server.
+struct FakeReplica {
+  std::unique_ptr<FakeZkSession> zk;
+  std::unique_ptr<TimerQueue> timers;
+  std::unique_ptr<LockEngine> engine;
+};
+
+class FakeSessionTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Sessions first (their last callbacks still find the engines), then
+    // the timers, then the engines.
+    for (auto& r : replicas_) r->zk->Close();
+    for (auto& r : replicas_) r->timers->Shutdown();
+    for (auto& r : replicas_) r->engine.reset();
+  }
+
+  FakeReplica& AddReplica() {
+    auto r = std::make_unique<FakeReplica>();
+    r->zk = std::make_unique<FakeZkSession>(&server_);
+    r->timers = std::make_unique<TimerQueue>();
+    EngineOptions options;
+    options.root = kRoot;
+    options.replica_id = "fake-" + std::to_string(replicas_.size());
+    r->engine = std::make_unique<LockEngine>(std::vector<ZkSession*>{r->zk.get()},
+                                             r->timers.get(), options);
+    EXPECT_TRUE(r->zk->Start().ok());
+    LockEngine* engine = r->engine.get();
+    EXPECT_TRUE(WaitFor([&] { return engine->serving(); }, kDeadline))
+        << "the engine did not bootstrap over the fake session";
+    replicas_.push_back(std::move(r));
+    return *replicas_.back();
+  }
+
+  static Contender Open(FakeReplica& r, const std::string& name,
+                        milliseconds wait = milliseconds(60000)) {
+    Contender c;
+    c.sink = std::make_shared<Recorder>();
+    AcquireParams p;
+    p.name = name;
+    p.owner = "fake-session-test";
+    p.wait_timeout = wait;
+    auto id = r.engine->Open(p, c.sink);
+    EXPECT_TRUE(id.ok()) << id.status();
+    c.id = id.ok() ? *id : 0;
+    return c;
+  }
+
+  // Every queued delivery of every session has run (no sleep: each session
+  // says when its queue has nothing deliverable left).
+  void Quiesce() {
+    for (int round = 0; round < 3; ++round) {
+      for (auto& r : replicas_) EXPECT_TRUE(r->zk->AwaitIdle(kDeadline));
+    }
+  }
+
+  uint64_t Calls(ZkOp op) const {
+    uint64_t n = 0;
+    for (const auto& r : replicas_) n += r->zk->call_count(op);
+    return n;
+  }
+
+  // The contender nodes of a lock in queue (sequence) order.
+  std::vector<std::string> Contenders(const std::string& name) const {
+    std::vector<std::pair<int32_t, std::string>> seqs;
+    for (const std::string& c : server_.Children(LockPath(name))) {
+      if (auto n = ParseContenderName(c)) seqs.emplace_back(n->sequence, c);
+    }
+    std::sort(seqs.begin(), seqs.end());
+    std::vector<std::string> out;
+    for (auto& [seq, node] : seqs) out.push_back(node);
+    return out;
+  }
+
+  std::string DebugRequests() const {
+    std::string out;
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      auto reqs = replicas_[i]->zk->Requests();
+      out += "\nreplica " + std::to_string(i) + ":";
+      for (size_t j = reqs.size() > 6 ? reqs.size() - 6 : 0; j < reqs.size(); ++j) {
+        out += std::string(" ") + ZkOpName(reqs[j].first) + " " + reqs[j].second + ";";
+      }
+    }
+    return out;
+  }
+
+  FakeZkServer server_;
+  std::vector<std::unique_ptr<FakeReplica>> replicas_;
+};
+
+// 1. Three replicas' worth of contenders on one lock are granted in the order
+// their nodes were created, each once, with strictly increasing fencing
+// tokens that are their nodes' czxids; a handoff between two contenders of
+// one replica is one transaction (delete + check), the others go through
+// the successor's watch.
+TEST_F(FakeSessionTest, FifoGrantsWithIncreasingFencingTokens) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  std::vector<Contender> cs;
+  FakeReplica* where[] = {&a, &a, &b, &a};  // A->A local, A->B and B->A remote
+  for (FakeReplica* r : where) {
+    cs.push_back(Open(*r, "fifo"));
+    // Its node exists before the next one is made: arrival order is fixed.
+    ASSERT_TRUE(cs.size() == 1 ? cs.back().sink->Await(Type::kAcquired)
+                               : cs.back().sink->Await(Type::kQueued))
+        << Describe(*cs.back().sink);
+  }
+  ASSERT_EQ(Contenders("fifo").size(), 4u);
+
+  uint64_t last_token = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    auto acquired = cs[i].sink->Await(Type::kAcquired);
+    ASSERT_TRUE(acquired) << "contender " << i << ": " << Describe(*cs[i].sink);
+    Quiesce();
+    for (size_t j = i + 1; j < cs.size(); ++j) {
+      EXPECT_EQ(cs[j].sink->Count(Type::kAcquired), 0) << j << " granted before " << i;
+    }
+    EXPECT_GT(acquired->fencing_token, last_token) << i;
+    last_token = acquired->fencing_token;
+    auto stat = server_.Stat(NodeOf(*acquired));
+    ASSERT_TRUE(stat) << NodeOf(*acquired);
+    EXPECT_EQ(static_cast<uint64_t>(stat->czxid), acquired->fencing_token);
+    where[i]->engine->Release(cs[i].id);
+    ASSERT_TRUE(cs[i].sink->Await(Type::kReleased)) << i;
+    EXPECT_EQ(cs[i].sink->Count(Type::kAcquired), 1);
+  }
+  EXPECT_EQ(a.engine->stats().handoffs_in_one_transaction, 1u);
+  EXPECT_TRUE(WaitFor([&] { return Contenders("fifo").empty(); }, kDeadline));
+  EXPECT_EQ(a.engine->stats().contenders + b.engine->stats().contenders, 0u);
+}
+
+// 2. Herd-freedom: 20 waiters spread over four replicas, each watching only
+// its predecessor. Each release fires exactly one watch besides the
+// releasing holder's own (the next waiter's), costs no listing anywhere and
+// one read (the new holder's confirmation), and grants exactly the next
+// waiter.
+TEST_F(FakeSessionTest, OneReleaseFiresOneWatchAndGrantsOnlyTheNextWaiter) {
+  constexpr int kWaiters = 20;
+  constexpr int kWaiterReplicas = 4;
+  FakeReplica& first = AddReplica();
+  std::vector<FakeReplica*> rs;
+  for (int i = 0; i < kWaiterReplicas; ++i) rs.push_back(&AddReplica());
+
+  std::vector<Contender> cs{Open(first, "herd")};
+  std::vector<FakeReplica*> owner{&first};
+  ASSERT_TRUE(cs[0].sink->Await(Type::kAcquired));
+  for (int i = 0; i < kWaiters; ++i) {
+    FakeReplica* r = rs[i % kWaiterReplicas];  // consecutive waiters on other replicas
+    cs.push_back(Open(*r, "herd"));
+    owner.push_back(r);
+    ASSERT_TRUE(cs.back().sink->Await(Type::kQueued)) << i;
+  }
+  std::vector<std::string> nodes = Contenders("herd");  // queue order
+  ASSERT_EQ(nodes.size(), static_cast<size_t>(kWaiters + 1));
+  // The first hold (granted from its listing) watches its own node once it
+  // has lasted a moment (LockEngine::DeferOwnWatch): wait for that read, so
+  // that it is not counted in the first handoff below.
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = server_.WatchedPaths(first.zk->session_id());
+    return std::count(w.begin(), w.end(), LockPath("herd") + "/" + nodes[0]) == 1;
+  }, kDeadline)) << ::testing::PrintToString(server_.WatchedPaths(first.zk->session_id()))
+                 << " calls " << first.zk->call_count(ZkOp::kGetData);
+
+  // Each waiter watches exactly its predecessor, and nothing else: the
+  // waiters' sessions together watch nodes 0..N-1, each once.
+  Quiesce();
+  std::multiset<std::string> watched;
+  for (FakeReplica* r : rs) {
+    for (const std::string& p : server_.WatchedPaths(r->zk->session_id())) watched.insert(p);
+  }
+  std::multiset<std::string> expected;
+  for (int i = 0; i < kWaiters; ++i) expected.insert(LockPath("herd") + "/" + nodes[i]);
+  EXPECT_EQ(watched, expected);
+
+  for (int i = 0; i <= kWaiters; ++i) {
+    auto acquired = cs[i].sink->Await(Type::kAcquired);
+    ASSERT_TRUE(acquired) << i << ": " << Describe(*cs[i].sink);
+    const std::string path = NodeOf(*acquired);
+    ASSERT_EQ(path, LockPath("herd") + "/" + nodes[i]) << "granted out of order";
+    if (i == kWaiters) {
+      owner[i]->engine->Release(cs[i].id);
+      ASSERT_TRUE(cs[i].sink->Await(Type::kReleased));
+      break;
+    }
+    Quiesce();
+    const size_t fired_before = server_.fired().size();
+    const uint64_t lists = Calls(ZkOp::kGetChildren), creates = Calls(ZkOp::kCreate);
+    std::vector<uint64_t> reads;
+    for (auto& r : replicas_) reads.push_back(r->zk->call_count(ZkOp::kGetData));
+    // Watch events delivered to every session but the releasing holder's
+    // (whose own-node watch its delete fires).
+    auto others_events = [&] {
+      uint64_t n = 0;
+      for (auto& r : replicas_) {
+        if (r.get() != owner[i]) n += r->zk->watch_events();
+      }
+      return n;
+    };
+    const uint64_t watch_events = others_events();
+    owner[i]->engine->Release(cs[i].id);
+    ASSERT_TRUE(cs[i].sink->Await(Type::kReleased)) << i;
+    ASSERT_TRUE(cs[i + 1].sink->Await(Type::kAcquired)) << i + 1;
+    Quiesce();
+    std::vector<FiredWatch> fired = server_.fired();
+    const int64_t holder_session = owner[i]->zk->session_id();
+    int others = 0, own = 0;
+    for (size_t f = fired_before; f < fired.size(); ++f) {
+      EXPECT_FALSE(fired[f].children) << "a children watch fired: " << fired[f].path;
+      if (fired[f].session_id == holder_session) {  // its own-node watch
+        ++own;
+        EXPECT_EQ(fired[f].path, path);
+        continue;
+      }
+      ++others;
+      EXPECT_EQ(fired[f].path, path);
+      EXPECT_EQ(fired[f].session_id, owner[i + 1]->zk->session_id());
+    }
+    EXPECT_EQ(others, 1) << "release " << i << " woke " << others << " watchers";
+    EXPECT_LE(own, 1) << i;
+    EXPECT_EQ(others_events() - watch_events, 1u) << i;
+    EXPECT_EQ(Calls(ZkOp::kGetChildren) - lists, 0u) << i;
+    EXPECT_EQ(Calls(ZkOp::kCreate) - creates, 0u) << i;
+    // Only the next waiter's replica reads: its confirming read of its own
+    // node, plus one NO_NODE read per departed node ahead that its view
+    // still holds (departures it did not watch; with this round-robin, at
+    // most kWaiterReplicas - 1). That cost grows with the queue when
+    // replicas interleave unevenly: see DISABLED_HandoffCostIsConstantAcrossReplicas.
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      const uint64_t delta = replicas_[r]->zk->call_count(ZkOp::kGetData) - reads[r];
+      if (replicas_[r].get() == owner[i + 1]) {
+        EXPECT_GE(delta, 1u) << i;
+        EXPECT_LE(delta, static_cast<uint64_t>(kWaiterReplicas)) << i << DebugRequests();
+      } else {
+        EXPECT_EQ(delta, 0u) << "release " << i << ": replica " << r << " read"
+                             << DebugRequests();
+      }
+    }
+    for (int j = i + 2; j <= kWaiters; ++j) {
+      EXPECT_EQ(cs[j].sink->Count(Type::kAcquired), 0) << j << " granted early";
+    }
+  }
+  EXPECT_TRUE(WaitFor([&] { return Contenders("herd").empty(); }, kDeadline));
+}
+
+// KNOWN ENGINE BUG, found with this fake; DISABLED_ until the engine is
+// fixed (server/ is not this test's to change). SPEC section 2: "Handoff
+// cost in ZooKeeper operations is O(1) in queue length". A replica's view of
+// a lock (LockQueue) drops another replica's node only when it sees it go:
+// a watch of one of its own waiters, a listing, or a local grant
+// (NoteAllBefore). A waiter whose predecessor leaves re-decides from that
+// view (Advance -> Arm on the nearest entry ahead), so every node ahead that
+// left unseen costs one GetData (NO_NODE, then NoteGone and the next), one
+// round trip after another. Here B's waiter queued behind a holder and
+// kBetween waiters of replica A, which hand over among themselves; B
+// watches only the last of them, and its handoff costs kBetween + 1 reads
+// in series instead of one (seen: 11). Run with
+// --gtest_also_run_disabled_tests to reproduce.
+TEST_F(FakeSessionTest, DISABLED_HandoffCostIsConstantAcrossReplicas) {
+  constexpr int kBetween = 10;
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  Contender holder = Open(a, "cost");
+  ASSERT_TRUE(holder.sink->Await(Type::kAcquired));
+  std::vector<Contender> as;
+  for (int i = 0; i < kBetween; ++i) {
+    as.push_back(Open(a, "cost"));
+    ASSERT_TRUE(as.back().sink->Await(Type::kQueued)) << i;
+  }
+  Contender last = Open(b, "cost");
+  ASSERT_TRUE(last.sink->Await(Type::kQueued));
+  a.engine->Release(holder.id);
+  for (int i = 0; i < kBetween; ++i) {
+    ASSERT_TRUE(as[i].sink->Await(Type::kAcquired)) << i;
+    if (i + 1 == kBetween) break;
+    a.engine->Release(as[i].id);
+    ASSERT_TRUE(as[i].sink->Await(Type::kReleased)) << i;
+  }
+  Quiesce();
+  const uint64_t reads = b.zk->call_count(ZkOp::kGetData);
+  a.engine->Release(as.back().id);
+  ASSERT_TRUE(last.sink->Await(Type::kAcquired)) << Describe(*last.sink);
+  EXPECT_EQ(b.zk->call_count(ZkOp::kGetData) - reads, 1u)
+      << "one handoff cost this many reads in series" << DebugRequests();
+  b.engine->Release(last.id);
+  EXPECT_TRUE(last.sink->Await(Type::kReleased));
+}
+
+// 3a. Replies of two independent operations (two locks on one session)
+// delivered in reverse order: the second lock's create and listing are
+// answered before the first's. Each lock is still granted, from its own
+// replies, with the token of its own node.
+TEST_F(FakeSessionTest, RepliesOfTwoLocksDeliveredInReverseOrder) {
+  FakeReplica& a = AddReplica();
+  const std::string pa = LockPath("rev-a"), pb = LockPath("rev-b");
+  ASSERT_EQ(server_.CreateNode(pa), ZkCode::kOk);  // one create per contender
+  ASSERT_EQ(server_.CreateNode(pb), ZkCode::kOk);
+  a.zk->SetHoldFilter([&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kReply &&
+           (i.path.rfind(pa, 0) == 0 || i.path.rfind(pb, 0) == 0);
+  });
+  Contender ca = Open(a, "rev-a");
+  Contender cb = Open(a, "rev-b");
+  auto held = [&](ZkOp op, const std::string& prefix) -> uint64_t {
+    auto item = a.zk->AwaitHeld(
+        [&](const FakeItem& i) { return i.op == op && i.path.rfind(prefix, 0) == 0; }, kDeadline);
+    EXPECT_TRUE(item) << ZkOpName(op) << " " << prefix;
+    return item ? item->id : 0;
+  };
+  const uint64_t a_create = held(ZkOp::kCreate, pa), a_list = held(ZkOp::kGetChildren, pa);
+  const uint64_t b_create = held(ZkOp::kCreate, pb), b_list = held(ZkOp::kGetChildren, pb);
+  ASSERT_TRUE(a_create && a_list && b_create && b_list);
+  ASSERT_LT(a_create, b_create);  // a's create was made (and applied) first
+  a.zk->SetHoldFilter(nullptr);
+  ASSERT_TRUE(a.zk->ReleaseAndWait(b_create, kDeadline));
+  ASSERT_TRUE(a.zk->ReleaseAndWait(b_list, kDeadline));
+  auto acq_b = cb.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_b) << Describe(*cb.sink);
+  ASSERT_TRUE(a.zk->AwaitIdle(kDeadline));
+  EXPECT_EQ(ca.sink->Count(Type::kAcquired), 0) << "a granted before its replies came";
+  ASSERT_TRUE(a.zk->ReleaseAndWait(a_create, kDeadline));
+  ASSERT_TRUE(a.zk->ReleaseAndWait(a_list, kDeadline));
+  auto acq_a = ca.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_a) << Describe(*ca.sink);
+  EXPECT_LT(acq_a->fencing_token, acq_b->fencing_token);  // the server's order
+  EXPECT_EQ(server_.Stat(NodeOf(*acq_a))->czxid, static_cast<int64_t>(acq_a->fencing_token));
+  EXPECT_EQ(server_.Stat(NodeOf(*acq_b))->czxid, static_cast<int64_t>(acq_b->fencing_token));
+  EXPECT_EQ(NodeOf(*acq_a).rfind(pa + "/", 0), 0u);
+  EXPECT_EQ(NodeOf(*acq_b).rfind(pb + "/", 0), 0u);
+  EXPECT_EQ(Contenders("rev-a").size(), 1u);
+  EXPECT_EQ(Contenders("rev-b").size(), 1u);
+  a.engine->Release(ca.id);
+  a.engine->Release(cb.id);
+  EXPECT_TRUE(ca.sink->Await(Type::kReleased));
+  EXPECT_TRUE(cb.sink->Await(Type::kReleased));
+}
+
+// 3b. Two replicas: A's create arrives first but its replies are held; B's
+// create arrives second and is answered first. The server's order decides:
+// B queues behind A's node (it watches it) and is granted only after A held
+// and released, with a higher token.
+TEST_F(FakeSessionTest, ArrivalOrderDecidesNotReplyOrder) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  const std::string lock = LockPath("arrival");
+  ASSERT_EQ(server_.CreateNode(lock), ZkCode::kOk);  // one create per contender
+  a.zk->SetHoldFilter([&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kReply && i.path.rfind(lock, 0) == 0;
+  });
+  Contender ca = Open(a, "arrival");
+  auto a_create = a.zk->AwaitHeld([](const FakeItem& i) { return i.op == ZkOp::kCreate; },
+                                  kDeadline);
+  ASSERT_TRUE(a_create);
+  ASSERT_EQ(Contenders("arrival").size(), 1u);  // applied, unanswered
+  Contender cb = Open(b, "arrival");
+  ASSERT_TRUE(cb.sink->Await(Type::kQueued)) << Describe(*cb.sink);
+  Quiesce();
+  EXPECT_EQ(cb.sink->Count(Type::kAcquired), 0) << "B granted past A's earlier node";
+  const std::vector<std::string> nodes = Contenders("arrival");
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(server_.WatchedPaths(b.zk->session_id()),
+            std::vector<std::string>{lock + "/" + nodes[0]});
+
+  a.zk->SetHoldFilter(nullptr);
+  a.zk->ReleaseAll();
+  auto acq_a = ca.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_a) << Describe(*ca.sink);
+  EXPECT_EQ(NodeOf(*acq_a), lock + "/" + nodes[0]);
+  Quiesce();
+  EXPECT_EQ(cb.sink->Count(Type::kAcquired), 0);
+  a.engine->Release(ca.id);
+  auto acq_b = cb.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_b) << Describe(*cb.sink);
+  EXPECT_GT(acq_b->fencing_token, acq_a->fencing_token);
+  b.engine->Release(cb.id);
+  EXPECT_TRUE(cb.sink->Await(Type::kReleased));
+}
+
+// 3c. A wait cancelled while its create is unanswered: the create's reply,
+// delivered afterwards, makes the engine delete the node it did not know
+// it had. Nothing is granted, nothing is left behind, and the listing's
+// reply, stale by then, changes nothing.
+TEST_F(FakeSessionTest, CancelRacingTheCreateReplyLeavesNoNode) {
+  FakeReplica& a = AddReplica();
+  const std::string lock = LockPath("cancel");
+  ASSERT_EQ(server_.CreateNode(lock), ZkCode::kOk);
+  a.zk->SetHoldFilter([&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kReply && i.path.rfind(lock, 0) == 0;
+  });
+  Contender c = Open(a, "cancel");
+  auto create = a.zk->AwaitHeld([](const FakeItem& i) { return i.op == ZkOp::kCreate; },
+                                kDeadline);
+  auto list = a.zk->AwaitHeld([](const FakeItem& i) { return i.op == ZkOp::kGetChildren; },
+                              kDeadline);
+  ASSERT_TRUE(create && list);
+  ASSERT_EQ(Contenders("cancel").size(), 1u);
+  a.engine->Release(c.id);  // the client gives up while the create is in flight
+  auto finish = c.sink->AwaitFinish();
+  ASSERT_TRUE(finish);
+  EXPECT_TRUE(finish->ok()) << *finish;
+  a.zk->SetHoldFilter(nullptr);
+  const uint64_t deletes = a.zk->call_count(ZkOp::kDelete) + a.zk->call_count(ZkOp::kMulti);
+  // The create's reply (its node becomes known, and is deleted), then the
+  // listing's, stale by then.
+  ASSERT_TRUE(a.zk->ReleaseAndWait(create->id, kDeadline));
+  ASSERT_TRUE(a.zk->ReleaseAndWait(list->id, kDeadline));
+  EXPECT_TRUE(WaitFor([&] { return Contenders("cancel").empty(); }, kDeadline))
+      << "the abandoned contender's node was left behind";
+  EXPECT_EQ(a.zk->call_count(ZkOp::kDelete) + a.zk->call_count(ZkOp::kMulti) - deletes, 1u);
+  Quiesce();
+  EXPECT_EQ(c.sink->Count(Type::kAcquired), 0);
+  EXPECT_EQ(a.engine->stats().contenders, 0u);
+  EXPECT_EQ(a.engine->stats().holders, 0u);
+}
+
+// 4a. A create applied whose reply is lost (CONNECTION_LOSS): the engine
+// finds its own node by its uid instead of making a second one, and holds
+// through it. A contender of another replica queued behind that node is
+// granted only when the recovered hold is released.
+TEST_F(FakeSessionTest, LostCreateReplyRecoversTheNodeByItsUid) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  const std::string lock = LockPath("lost-reply");
+  ASSERT_EQ(server_.CreateNode(lock), ZkCode::kOk);
+  a.zk->LoseNextReply(ZkOp::kCreate, lock + "/");
+  Contender ca = Open(a, "lost-reply");
+  auto acq_a = ca.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_a) << Describe(*ca.sink);
+  EXPECT_EQ(a.engine->stats().recovered_creates, 1u);
+  const std::vector<std::string> nodes = Contenders("lost-reply");
+  ASSERT_EQ(nodes.size(), 1u) << "a second node was created";
+  EXPECT_EQ(NodeOf(*acq_a), lock + "/" + nodes[0]);
+  EXPECT_EQ(server_.Stat(NodeOf(*acq_a))->czxid, static_cast<int64_t>(acq_a->fencing_token));
+
+  Contender cb = Open(b, "lost-reply");
+  ASSERT_TRUE(cb.sink->Await(Type::kQueued));
+  Quiesce();
+  EXPECT_EQ(cb.sink->Count(Type::kAcquired), 0) << "granted twice";
+  a.engine->Release(ca.id);
+  ASSERT_TRUE(ca.sink->Await(Type::kReleased));
+  auto acq_b = cb.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_b);
+  EXPECT_GT(acq_b->fencing_token, acq_a->fencing_token);
+  b.engine->Release(cb.id);
+  EXPECT_TRUE(WaitFor([&] { return Contenders("lost-reply").empty(); }, kDeadline));
+}
+
+// 4b. A create lost before it reached the server: the search finds no node
+// and the engine creates again: one node, nothing "recovered".
+TEST_F(FakeSessionTest, LostCreateRequestIsMadeAgain) {
+  FakeReplica& a = AddReplica();
+  const std::string lock = LockPath("lost-request");
+  ASSERT_EQ(server_.CreateNode(lock), ZkCode::kOk);
+  a.zk->LoseNextRequest(ZkOp::kCreate, lock + "/");
+  const uint64_t creates = a.zk->call_count(ZkOp::kCreate);
+  Contender c = Open(a, "lost-request");
+  ASSERT_TRUE(c.sink->Await(Type::kAcquired)) << Describe(*c.sink);
+  EXPECT_EQ(a.engine->stats().recovered_creates, 0u);
+  EXPECT_EQ(a.zk->call_count(ZkOp::kCreate) - creates, 2u);
+  EXPECT_EQ(Contenders("lost-request").size(), 1u);
+  a.engine->Release(c.id);
+  EXPECT_TRUE(c.sink->Await(Type::kReleased));
+  EXPECT_TRUE(WaitFor([&] { return Contenders("lost-request").empty(); }, kDeadline));
+}
+
+// 4c. A create whose reply is in flight when the connection drops (the
+// reply fails with CONNECTION_LOSS); after the reconnect the engine finds
+// its node, and a waiter on another replica is not granted meanwhile.
+TEST_F(FakeSessionTest, CreateReplyLostWithTheConnection) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  const std::string lock = LockPath("disconnect");
+  ASSERT_EQ(server_.CreateNode(lock), ZkCode::kOk);
+  a.zk->SetHoldFilter([&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kReply && i.op == ZkOp::kCreate &&
+           i.path.rfind(lock + "/", 0) == 0;
+  });
+  Contender ca = Open(a, "disconnect");
+  ASSERT_TRUE(a.zk->AwaitHeld([](const FakeItem&) { return true; }, kDeadline));
+  a.zk->SetHoldFilter(nullptr);
+  Contender cb = Open(b, "disconnect");
+  ASSERT_TRUE(cb.sink->Await(Type::kQueued));
+  a.zk->Disconnect();
+  ASSERT_TRUE(a.zk->AwaitIdle(kDeadline));
+  EXPECT_FALSE(a.engine->serving());
+  a.zk->Reconnect();
+  auto acq_a = ca.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_a) << Describe(*ca.sink);
+  EXPECT_EQ(a.engine->stats().recovered_creates, 1u);
+  EXPECT_EQ(Contenders("disconnect").size(), 2u);
+  Quiesce();
+  EXPECT_EQ(cb.sink->Count(Type::kAcquired), 0);
+  a.engine->Release(ca.id);
+  ASSERT_TRUE(cb.sink->Await(Type::kAcquired));
+  b.engine->Release(cb.id);
+  EXPECT_TRUE(WaitFor([&] { return Contenders("disconnect").empty(); }, kDeadline));
+}
+
+// 5a. The holder's session expires: the holder hears SUSPENDED, then
+// LOST(SESSION_EXPIRED); its node is gone; the waiter on another replica is
+// granted with a higher token; the expired replica serves again on a new
+// session.
+TEST_F(FakeSessionTest, HolderSessionExpiryLosesTheHoldAndGrantsTheNext) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  Contender holder = Open(a, "expiry");
+  auto acq_h = holder.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_h);
+  Contender waiter = Open(b, "expiry");
+  ASSERT_TRUE(waiter.sink->Await(Type::kQueued));
+  const int64_t old_session = a.zk->session_id();
+
+  a.zk->Expire();
+  auto lost = holder.sink->Await(Type::kLost);
+  ASSERT_TRUE(lost) << Describe(*holder.sink);
+  EXPECT_EQ(lost->reason, LostReason::kSessionExpired);
+  EXPECT_EQ(holder.sink->Count(Type::kSuspended), 1) << Describe(*holder.sink);
+  auto finish = holder.sink->AwaitFinish();
+  ASSERT_TRUE(finish);
+  EXPECT_TRUE(finish->ok());
+  EXPECT_FALSE(server_.Exists(NodeOf(*acq_h)));
+  auto acq_w = waiter.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_w) << Describe(*waiter.sink);
+  EXPECT_GT(acq_w->fencing_token, acq_h->fencing_token);
+  EXPECT_NE(a.zk->session_id(), old_session);
+  EXPECT_TRUE(WaitFor([&] { return a.engine->serving(); }, kDeadline));
+  EXPECT_EQ(holder.sink->Count(Type::kAcquired), 1);
+  b.engine->Release(waiter.id);
+  EXPECT_TRUE(waiter.sink->Await(Type::kReleased));
+}
+
+// 5b. A waiter's session expires: it loses its place and queues again on
+// the new session, behind the waiter that was behind it.
+TEST_F(FakeSessionTest, WaiterSessionExpiryQueuesItAgainAtTheBack) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  Contender holder = Open(b, "requeue");
+  ASSERT_TRUE(holder.sink->Await(Type::kAcquired));
+  Contender w1 = Open(a, "requeue");
+  ASSERT_TRUE(w1.sink->Await(Type::kQueued));
+  Contender w2 = Open(b, "requeue");
+  ASSERT_TRUE(w2.sink->Await(Type::kQueued));
+  const std::vector<std::string> before = Contenders("requeue");
+  ASSERT_EQ(before.size(), 3u);
+
+  a.zk->Expire();
+  // w1's new node is made after w2's: 3 nodes, w1's old one gone.
+  ASSERT_TRUE(WaitFor([&] {
+    auto now = Contenders("requeue");
+    return now.size() == 3u && std::find(now.begin(), now.end(), before[1]) == now.end();
+  }, kDeadline)) << ::testing::PrintToString(Contenders("requeue")) << " before "
+                 << ::testing::PrintToString(before) << " w1: " << Describe(*w1.sink);
+  EXPECT_EQ(a.engine->stats().requeued_after_expiry, 1u);
+  EXPECT_EQ(w1.sink->Count(Type::kLost), 0);
+
+  b.engine->Release(holder.id);
+  auto acq2 = w2.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq2) << Describe(*w2.sink);
+  Quiesce();
+  EXPECT_EQ(w1.sink->Count(Type::kAcquired), 0) << "the requeued waiter kept its old place";
+  b.engine->Release(w2.id);
+  auto acq1 = w1.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq1) << Describe(*w1.sink);
+  EXPECT_GT(acq1->fencing_token, acq2->fencing_token);
+  a.engine->Release(w1.id);
+  EXPECT_TRUE(w1.sink->Await(Type::kReleased));
+}
+
+// 6a. The holder releases while the waiter's read of its node (the one
+// that set the watch) is still unanswered: the watch event waits behind
+// that read's reply (ZooKeeper's order), the reply still says the node
+// exists, and the event that follows grants the waiter, once.
+TEST_F(FakeSessionTest, WatchFiresWhileItsReadIsUnanswered) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  Contender holder = Open(a, "between");
+  auto acq_h = holder.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_h);
+  const std::string blocker = NodeOf(*acq_h);
+  b.zk->SetHoldFilter([&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kReply && i.op == ZkOp::kGetData && i.path == blocker;
+  });
+  Contender waiter = Open(b, "between");
+  auto read = b.zk->AwaitHeld([](const FakeItem&) { return true; }, kDeadline);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->code, ZkCode::kOk);
+  b.zk->SetHoldFilter(nullptr);
+
+  a.engine->Release(holder.id);
+  ASSERT_TRUE(holder.sink->Await(Type::kReleased));
+  ASSERT_FALSE(server_.Exists(blocker));
+  // The watch fired on the server; its event is queued behind the reply.
+  std::vector<FakeItem> pending = b.zk->Pending();
+  auto watch = std::find_if(pending.begin(), pending.end(), [&](const FakeItem& i) {
+    return i.kind == FakeItem::Kind::kWatch && i.path == blocker;
+  });
+  ASSERT_NE(watch, pending.end());
+  EXPECT_EQ(watch->watch_type, WatchEventType::kDeleted);
+  ASSERT_TRUE(b.zk->AwaitIdle(kDeadline));
+  EXPECT_EQ(waiter.sink->Count(Type::kAcquired), 0);
+  EXPECT_EQ(b.zk->watch_events(), 0u) << "the event overtook the read's reply";
+
+  ASSERT_TRUE(b.zk->ReleaseAndWait(read->id, kDeadline));
+  auto acq_w = waiter.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_w) << Describe(*waiter.sink);
+  EXPECT_GE(b.zk->watch_events(), 1u);
+  Quiesce();
+  EXPECT_EQ(waiter.sink->Count(Type::kAcquired), 1);
+  b.engine->Release(waiter.id);
+  EXPECT_TRUE(waiter.sink->Await(Type::kReleased));
+}
+
+// 6b. The lock's container node is reaped as soon as it is empty (a real
+// server does so on a timer of a minute or more): the next contender's
+// create finds no parent, and the engine makes the container again.
+TEST_F(FakeSessionTest, ContainerReapedBetweenHoldsIsMadeAgain) {
+  FakeReplica& a = AddReplica();
+  server_.set_reap_containers_at_once(true);
+  const std::string lock = LockPath("reaped");
+  Contender first = Open(a, "reaped");
+  ASSERT_TRUE(first.sink->Await(Type::kAcquired));
+  ASSERT_TRUE(server_.Exists(lock));
+  a.engine->Release(first.id);
+  ASSERT_TRUE(first.sink->Await(Type::kReleased));
+  EXPECT_TRUE(WaitFor([&] { return !server_.Exists(lock); }, kDeadline))
+      << "the empty container was not reaped";
+
+  const uint64_t creates = a.zk->call_count(ZkOp::kCreate);
+  Contender second = Open(a, "reaped");
+  auto acq = second.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq) << Describe(*second.sink);
+  // The contender create (NO_NODE), the container, the contender again.
+  EXPECT_EQ(a.zk->call_count(ZkOp::kCreate) - creates, 3u);
+  EXPECT_TRUE(server_.Exists(NodeOf(*acq)));
+  a.engine->Release(second.id);
+  EXPECT_TRUE(second.sink->Await(Type::kReleased));
+}
+
+// 6c. Two holds on a replica that is disconnected; meanwhile one hold's
+// node is deleted by someone else (Release by lease id through another
+// replica). On the reconnect the kept one hears RESUMED, the deleted one
+// LOST(DELETED), never RESUMED; the waiter behind it is granted.
+TEST_F(FakeSessionTest, HoldDeletedDuringADisconnectionIsLostOnReconnect) {
+  FakeReplica& a = AddReplica();
+  FakeReplica& b = AddReplica();
+  Contender kept = Open(a, "kept");
+  Contender gone = Open(a, "gone");
+  ASSERT_TRUE(kept.sink->Await(Type::kAcquired));
+  auto acq_gone = gone.sink->Await(Type::kAcquired);
+  ASSERT_TRUE(acq_gone);
+  Contender waiter = Open(b, "gone");
+  ASSERT_TRUE(waiter.sink->Await(Type::kQueued));
+
+  a.zk->Disconnect();
+  ASSERT_TRUE(kept.sink->Await(Type::kSuspended));
+  ASSERT_TRUE(gone.sink->Await(Type::kSuspended));
+  ASSERT_EQ(server_.DeleteNode(NodeOf(*acq_gone)), ZkCode::kOk);
+  ASSERT_TRUE(waiter.sink->Await(Type::kAcquired)) << Describe(*waiter.sink);
+  a.zk->Reconnect();
+
+  ASSERT_TRUE(kept.sink->Await(Type::kResumed)) << Describe(*kept.sink);
+  auto lost = gone.sink->Await(Type::kLost);
+  ASSERT_TRUE(lost) << Describe(*gone.sink);
+  EXPECT_EQ(lost->reason, LostReason::kDeleted);
+  Quiesce();
+  EXPECT_EQ(gone.sink->Count(Type::kResumed), 0);
+  EXPECT_EQ(kept.sink->Count(Type::kLost), 0);
+  a.engine->Release(kept.id);
+  b.engine->Release(waiter.id);
+  EXPECT_TRUE(kept.sink->Await(Type::kReleased));
+  EXPECT_TRUE(waiter.sink->Await(Type::kReleased));
+}
+
+// The fake itself: a multi is all or nothing with per-op codes; sequential
+// names come from the parent's cversion; GetData leaves no watch on a
+// missing node, ExistsWatch does; RemoveWatch means the watcher is never
+// called.
+TEST_F(FakeSessionTest, FakeSessionKeepsZooKeeperSemantics) {
+  FakeZkSession zk(&server_);
+  ASSERT_TRUE(zk.Start().ok());
+  struct Sync {
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0;
+    void Done() {
+      std::lock_guard<std::mutex> l(mu);
+      ++done;
+      cv.notify_all();
+    }
+    bool Await(int n) {
+      std::unique_lock<std::mutex> l(mu);
+      return cv.wait_for(l, kDeadline, [&] { return done >= n; });
+    }
+  } sync;
+  std::vector<std::string> created;
+  std::vector<ZkCode> codes;
+  std::mutex mu;
+  zk.Create("/p", "", CreateMode::kContainer, [&](ZkCode, const std::string&, const ZkStat&) {
+    sync.Done();
+  });
+  for (int i = 0; i < 3; ++i) {
+    zk.Create("/p/x-", "", CreateMode::kEphemeralSequential,
+              [&](ZkCode c, const std::string& path, const ZkStat&) {
+                std::lock_guard<std::mutex> l(mu);
+                EXPECT_EQ(c, ZkCode::kOk);
+                created.push_back(path);
+                sync.Done();
+              });
+  }
+  ASSERT_TRUE(sync.Await(4));
+  EXPECT_EQ(created, (std::vector<std::string>{"/p/x-0000000000", "/p/x-0000000001",
+                                               "/p/x-0000000002"}));
+  // Delete x-0 and check a missing node: nothing applies.
+  zk.Multi({ZkMultiOp::Delete("/p/x-0000000000"), ZkMultiOp::Check("/p/none")},
+           [&](const std::vector<ZkCode>& c) {
+             std::lock_guard<std::mutex> l(mu);
+             codes = c;
+             sync.Done();
+           });
+  ASSERT_TRUE(sync.Await(5));
+  EXPECT_EQ(codes, (std::vector<ZkCode>{ZkCode::kOk, ZkCode::kNoNode}));
+  EXPECT_TRUE(server_.Exists("/p/x-0000000000"));
+  // Watches: none left by GetData on a missing node; ExistsWatch's fires on creation.
+  std::atomic<int> fired{0};
+  zk.GetData("/p/later", [&](WatchEventType) { ++fired; },
+             [&](ZkCode c, const std::string&, const ZkStat&) {
+               EXPECT_EQ(c, ZkCode::kNoNode);
+               sync.Done();
+             });
+  zk.ExistsWatch("/p/later", [&](WatchEventType t) {
+    EXPECT_EQ(t, WatchEventType::kCreated);
+    fired += 10;
+    sync.Done();
+  }, [&](ZkCode c, const ZkStat&) {
+    EXPECT_EQ(c, ZkCode::kNoNode);
+    sync.Done();
+  });
+  const uint64_t removed = zk.GetData("/p/x-0000000001", [&](WatchEventType) { fired += 100; },
+                                      [&](ZkCode, const std::string&, const ZkStat&) {
+                                        sync.Done();
+                                      });
+  ASSERT_TRUE(sync.Await(8));
+  zk.RemoveWatch("/p/x-0000000001", removed, true);
+  ASSERT_EQ(server_.DeleteNode("/p/x-0000000001"), ZkCode::kOk);
+  ASSERT_EQ(server_.CreateNode("/p/later"), ZkCode::kOk);
+  ASSERT_TRUE(sync.Await(9));
+  ASSERT_TRUE(zk.AwaitIdle(kDeadline));
+  EXPECT_EQ(fired.load(), 10);
+  // Closing deletes the session's ephemerals; the container stays (it has a child).
+  zk.Close();
+  EXPECT_FALSE(server_.Exists("/p/x-0000000000"));
+  EXPECT_FALSE(server_.Exists("/p/x-0000000002"));
+  EXPECT_TRUE(server_.Exists("/p/later"));
+}
+
+}  // namespace
+}  // namespace turnstile::testing
