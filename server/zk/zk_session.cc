@@ -1,9 +1,10 @@
 // The only file that includes zookeeper.h.
 //
 // Threading: the single-threaded C client (libzookeeper_st). Each session
-// has one thread, its loop, which alone touches the zhandle: it asks the C
-// client what to wait for (zookeeper_interest), polls that socket and an
-// eventfd, and lets the C client work (zookeeper_process), which runs the
+// has one thread, its EventLoop (event_loop.h), which alone touches the
+// zhandle: as the loop's source it tells the loop what to wait for
+// (zookeeper_interest), and the loop polls that socket beside its eventfd and
+// timers and lets the C client work (zookeeper_process), which runs the
 // completions and watchers on this same thread. Calls from other threads
 // (and from callbacks) are queued and issued by the loop in call order, so
 // ZooKeeper sees one session's requests in the order they were made. The
@@ -17,7 +18,7 @@
 // numeric id (the C client only sees the id), so a watch that never fires (the
 // session expired or closed) is dropped with the registry instead of leaking.
 //
-// Locks: a session's mu_ (its work queue) and the watch registry's are
+// Locks: a session's loop's work queue, its mu_ and the watch registry's are
 // leaves, taken by callers that may hold the engine's or the observers'
 // lock; neither is held while a callback runs.
 #include "server/zk/zk_session.h"
@@ -25,8 +26,6 @@
 #include <zookeeper/zookeeper.h>
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -43,39 +42,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/zk/event_loop.h"
+#include "server/zk/watch_registry.h"
 
 namespace turnstile {
-
-const char* ZkCodeName(ZkCode code) {
-  switch (code) {
-    case ZkCode::kOk: return "OK";
-    case ZkCode::kNoNode: return "NO_NODE";
-    case ZkCode::kNodeExists: return "NODE_EXISTS";
-    case ZkCode::kBadVersion: return "BAD_VERSION";
-    case ZkCode::kNotEmpty: return "NOT_EMPTY";
-    case ZkCode::kConnectionLoss: return "CONNECTION_LOSS";
-    case ZkCode::kSessionExpired: return "SESSION_EXPIRED";
-    case ZkCode::kClosing: return "CLOSING";
-    case ZkCode::kNoAuth: return "NO_AUTH";
-    case ZkCode::kOther: return "OTHER";
-  }
-  return "?";
-}
-
-const char* ZkOpName(ZkOp op) {
-  switch (op) {
-    case ZkOp::kCreate: return "create";
-    case ZkOp::kDelete: return "delete";
-    case ZkOp::kGetData: return "get_data";
-    case ZkOp::kSetData: return "set_data";
-    case ZkOp::kGetChildren: return "get_children";
-    case ZkOp::kExists: return "exists";
-    case ZkOp::kMulti: return "multi";
-    case ZkOp::kSync: return "sync";
-    case ZkOp::kCount: break;
-  }
-  return "?";
-}
 
 void SetZkClientLogLevel(const std::string& level) {
   ZooLogLevel l = ZOO_LOG_LEVEL_WARN;
@@ -120,11 +90,10 @@ ZkStat ToStat(const struct Stat* s) {
   return out;
 }
 
-class ZkClientSession final : public ZkSession {
+class ZkClientSession final : public ZkSession, private EventLoop::Source {
  public:
   explicit ZkClientSession(ZkClientOptions options) : options_(std::move(options)) {
-    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    loop_ = std::thread([this] { Loop(); });
+    loop_.Start(this);
   }
 
   ~ZkClientSession() override { Close(); }
@@ -155,10 +124,8 @@ class ZkClientSession final : public ZkSession {
       absl::MutexLock l(&mu_);
       if (closed_) return;
       closed_ = true;
-      stop_loop_ = true;
     }
-    Wake();
-    if (loop_.joinable()) loop_.join();
+    loop_.Stop();
     connected_ = false;
     // The loop is gone: this thread is now the handle's only user. Closing
     // a live session sends closeSession, so its ephemerals vanish at once.
@@ -166,18 +133,8 @@ class ZkClientSession final : public ZkSession {
     zh_ = nullptr;
     // Calls that never reached ZooKeeper are answered, each exactly once
     // (their callbacks may queue more).
-    for (;;) {
-      std::deque<std::function<void()>> left;
-      {
-        absl::MutexLock l(&mu_);
-        left.swap(queue_);
-      }
-      if (left.empty()) break;
-      for (auto& fn : left) fn();
-    }
+    loop_.RunQueued();
     Watches().DropAll(this);
-    if (wake_fd_ >= 0) close(wake_fd_);
-    wake_fd_ = -1;
   }
 
   bool connected() const override { return connected_.load(); }
@@ -524,65 +481,7 @@ class ZkClientSession final : public ZkSession {
     w(t);
   }
 
-  // Process-wide, so the C watcher function finds a watcher by id alone.
-  // Also counts each session's live data watchers per path (GetData and
-  // ExistsWatch; `data_path` empty for children watches): RemoveWatch must
-  // not take the server's watch from under another watcher of the same
-  // session and path, e.g. an observer's (LockObservers) beside the engine's.
-  class WatchRegistry {
-   public:
-    uint64_t Add(ZkClientSession* owner, Watcher w, const std::string& data_path = {}) {
-      absl::MutexLock l(&mu_);
-      uint64_t id = ++next_id_;
-      entries_.emplace(id, Entry{owner, std::move(w), data_path});
-      if (!data_path.empty()) ++data_paths_[{owner, data_path}];
-      return id;
-    }
-    Watcher Take(uint64_t id, ZkClientSession** owner) {
-      absl::MutexLock l(&mu_);
-      auto it = entries_.find(id);
-      if (it == entries_.end()) return nullptr;
-      *owner = it->second.owner;
-      Watcher w = std::move(it->second.watcher);
-      EraseLocked(it);
-      return w;
-    }
-    void Drop(uint64_t id) {
-      absl::MutexLock l(&mu_);
-      auto it = entries_.find(id);
-      if (it != entries_.end()) EraseLocked(it);
-    }
-    void DropAll(ZkClientSession* owner) {
-      absl::MutexLock l(&mu_);
-      for (auto it = entries_.begin(); it != entries_.end();) {
-        it = it->second.owner == owner ? EraseLocked(it) : std::next(it);
-      }
-    }
-    // Whether `owner` has a live data watcher on `path`.
-    bool WatchesData(ZkClientSession* owner, const std::string& path) {
-      absl::MutexLock l(&mu_);
-      return data_paths_.count({owner, path}) > 0;
-    }
-
-   private:
-    struct Entry {
-      ZkClientSession* owner;
-      Watcher watcher;
-      std::string data_path;
-    };
-    using Entries = std::unordered_map<uint64_t, Entry>;
-    Entries::iterator EraseLocked(Entries::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (!it->second.data_path.empty()) {
-        auto p = data_paths_.find({it->second.owner, it->second.data_path});
-        if (p != data_paths_.end() && --p->second <= 0) data_paths_.erase(p);
-      }
-      return entries_.erase(it);
-    }
-    absl::Mutex mu_;
-    uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-    Entries entries_ ABSL_GUARDED_BY(mu_);
-    std::map<std::pair<ZkClientSession*, std::string>, int> data_paths_ ABSL_GUARDED_BY(mu_);
-  };
+  using WatchRegistry = zk_internal::WatchRegistry<ZkClientSession, Watcher>;
   static WatchRegistry& Watches() {
     static WatchRegistry* r = new WatchRegistry();
     return *r;
@@ -653,7 +552,7 @@ class ZkClientSession final : public ZkSession {
     std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %lld ms): %s\n",
                  static_cast<long long>(reopen_backoff_.count()),
                  std::string(why.message()).c_str());
-    reopen_at_ = std::chrono::steady_clock::now() + reopen_backoff_;
+    loop_.RunAt(std::chrono::steady_clock::now() + reopen_backoff_, [this] { Reopen(); });
     reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
   }
 
@@ -701,105 +600,48 @@ class ZkClientSession final : public ZkSession {
     return absl::OkStatus();
   }
 
-  // Queues `fn` for the loop. From another thread, wakes the loop if it may
-  // be asleep; the loop itself looks at the queue before it polls.
-  void Post(std::function<void()> fn) {
-    bool wake;
-    {
-      absl::MutexLock l(&mu_);
-      wake = queue_.empty() && std::this_thread::get_id() != loop_id_;
-      queue_.push_back(std::move(fn));
-    }
-    if (wake) Wake();
-  }
+  // Queues `fn` for the loop (in call order; see event_loop.h).
+  void Post(std::function<void()> fn) { loop_.Post(std::move(fn)); }
 
-  void Wake() {
-    const uint64_t one = 1;
-    if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+  // EventLoop::Source: the C client's socket and deadline (pings, connect
+  // attempts), asked before every poll.
+  EventLoop::Interest Prepare() override {
+    EventLoop::Interest in;
+    if (zh_ == nullptr) return in;
+    int fd = -1, interest = 0;
+    struct timeval tv {};
+    zookeeper_interest(zh_, &fd, &interest, &tv);
+    in.fd = fd;
+    in.events = static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
+                                   ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
+    in.timeout_ms = static_cast<int>(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+    return in;
   }
-
-  // The session's thread (see the top of this file).
-  void Loop() {
-    using Clock = std::chrono::steady_clock;
-    {
-      absl::MutexLock l(&mu_);
-      loop_id_ = std::this_thread::get_id();
-    }
-    std::deque<std::function<void()>> work;
-    for (;;) {
-      {
-        absl::MutexLock l(&mu_);
-        if (stop_loop_) return;
-        work.swap(queue_);
-      }
-      for (auto& fn : work) fn();
-      work.clear();
-      if (reopen_at_.has_value() && Clock::now() >= *reopen_at_) {
-        reopen_at_.reset();
-        Reopen();
-        continue;
-      }
-      struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
-      nfds_t nfds = 1;
-      int timeout_ms = -1;
-      if (zh_ != nullptr) {
-        int fd = -1, interest = 0;
-        struct timeval tv {};
-        zookeeper_interest(zh_, &fd, &interest, &tv);
-        if (fd >= 0) {
-          fds[1].fd = fd;
-          fds[1].events = static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
-                                             ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
-          nfds = 2;
-        }
-        timeout_ms = static_cast<int>(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
-      }
-      if (reopen_at_.has_value()) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*reopen_at_ - Clock::now());
-        const int wait = static_cast<int>(std::max<int64_t>(0, left.count()));
-        timeout_ms = timeout_ms < 0 ? wait : std::min(timeout_ms, wait);
-      }
-      {
-        absl::MutexLock l(&mu_);
-        if (!queue_.empty() || stop_loop_) timeout_ms = 0;  // queued by a callback
-      }
-      const int n = poll(fds, nfds, timeout_ms);
-      if (n > 0 && (fds[0].revents & POLLIN)) {
-        uint64_t count;
-        (void)!read(wake_fd_, &count, sizeof(count));
-      }
-      if (zh_ != nullptr) {
-        int events = 0;
-        if (nfds == 2) {
-          if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
-          if (fds[1].revents & POLLOUT) events |= ZOOKEEPER_WRITE;
-        }
-        zookeeper_process(zh_, events);  // also due pings and timeouts
-      }
-    }
+  void Dispatch(short revents) override {
+    if (zh_ == nullptr) return;
+    int events = 0;
+    if (revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
+    if (revents & POLLOUT) events |= ZOOKEEPER_WRITE;
+    zookeeper_process(zh_, events);  // also due pings and timeouts
   }
 
   const ZkClientOptions options_;
   SessionListener listener_;
 
   mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);  // work for the loop
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool stop_loop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread::id loop_id_ ABSL_GUARDED_BY(mu_);
   SessionCredentials credentials_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> connected_{false};
   std::atomic<int> negotiated_timeout_ms_{0};
-  int wake_fd_ = -1;
 
   // The loop's own (then Close's, once the loop has ended).
   zhandle_t* zh_ = nullptr;
   static constexpr std::chrono::milliseconds kResolutionWindow{5000};
   static constexpr std::chrono::milliseconds kMinReopenBackoff{250};
   static constexpr std::chrono::milliseconds kMaxReopenBackoff{10000};
-  std::optional<std::chrono::steady_clock::time_point> reopen_at_;
   std::chrono::milliseconds reopen_backoff_ = kMinReopenBackoff;
-  std::thread loop_;
+  // Last: its thread must not outlive what it touches (Close stops it).
+  EventLoop loop_;
 };
 
 }  // namespace

@@ -1,0 +1,140 @@
+#include "server/zk/event_loop.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+
+namespace turnstile {
+
+EventLoop::EventLoop() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+EventLoop::~EventLoop() {
+  Stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void EventLoop::Start(Source* source) {
+  source_ = source;
+  // The thread takes mu_ before it runs anything: loop_id_ is set first.
+  absl::MutexLock l(&mu_);
+  thread_ = std::thread([this] { Loop(); });
+  loop_id_ = thread_.get_id();
+}
+
+void EventLoop::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  assert(!InLoopThread());
+  Wake();
+  if (thread_.joinable()) thread_.join();
+  timers_.clear();
+  timer_index_.clear();
+}
+
+void EventLoop::RunQueued() {
+  for (;;) {
+    std::deque<std::function<void()>> left;
+    {
+      absl::MutexLock l(&mu_);
+      left.swap(queue_);
+    }
+    if (left.empty()) return;
+    for (auto& fn : left) fn();
+  }
+}
+
+void EventLoop::Post(std::function<void()> fn) {
+  bool wake;
+  {
+    absl::MutexLock l(&mu_);
+    // The loop looks at its queue before it polls: only a sleeping loop
+    // needs the eventfd, and only the first of a burst writes it.
+    wake = queue_.empty() && !InLoopThread();
+    queue_.push_back(std::move(fn));
+  }
+  if (wake) Wake();
+}
+
+void EventLoop::Wake() {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+EventLoop::TimerId EventLoop::RunAt(Clock::time_point when, std::function<void()> fn) {
+  assert(InLoopThread());
+  const TimerId id = ++next_timer_;
+  timers_.emplace(std::make_pair(when, id), std::move(fn));
+  timer_index_.emplace(id, when);
+  return id;
+}
+
+void EventLoop::Cancel(TimerId id) {
+  assert(InLoopThread());
+  auto it = timer_index_.find(id);
+  if (it == timer_index_.end()) return;
+  timers_.erase(std::make_pair(it->second, id));
+  timer_index_.erase(it);
+}
+
+int EventLoop::RunDueTimers() {
+  for (;;) {
+    if (timers_.empty()) return -1;
+    auto first = timers_.begin();
+    const Clock::time_point now = Clock::now();
+    if (first->first.first > now) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(first->first.first - now).count();
+      return static_cast<int>(std::max<int64_t>(0, left));
+    }
+    std::function<void()> fn = std::move(first->second);
+    timer_index_.erase(first->first.second);
+    timers_.erase(first);
+    fn();  // may add or cancel timers
+  }
+}
+
+void EventLoop::Loop() {
+  { absl::MutexLock l(&mu_); }  // Start has set loop_id_
+  std::deque<std::function<void()>> work;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_) return;
+      work.swap(queue_);
+    }
+    for (auto& fn : work) fn();
+    work.clear();
+    int timeout_ms = RunDueTimers();
+    struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
+    nfds_t nfds = 1;
+    if (source_ != nullptr) {
+      const Interest in = source_->Prepare();
+      if (in.fd >= 0) {
+        fds[1].fd = in.fd;
+        fds[1].events = in.events;
+        nfds = 2;
+      }
+      if (in.timeout_ms >= 0) {
+        timeout_ms = timeout_ms < 0 ? in.timeout_ms : std::min(timeout_ms, in.timeout_ms);
+      }
+    }
+    {
+      absl::MutexLock l(&mu_);
+      if (!queue_.empty() || stop_) timeout_ms = 0;  // queued by work, a timer or the source
+    }
+    const int n = poll(fds, nfds, timeout_ms);
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
+    }
+    if (source_ != nullptr) source_->Dispatch(nfds == 2 ? fds[1].revents : 0);
+  }
+}
+
+}  // namespace turnstile

@@ -1,0 +1,101 @@
+// EventLoop: one thread that polls one outside file descriptor (a
+// ZooKeeper handle's socket), an eventfd to be woken, and a heap of timers;
+// and runs work posted to it from any thread, in the order it was posted.
+//
+// This is the loop of a shard (one ZooKeeper session of the pool and,
+// later, the locks that live on it): what runs on it needs no lock against
+// other work of the same loop. Today ZkClientSession owns one and drives
+// the C client on it; its completions and watchers run here.
+//
+// Threading: Post and Wake from any thread. RunAt, Cancel and everything a
+// Source does run on the loop thread only (InLoopThread(); checked with
+// assert in debug builds). Stop from any thread but the loop's.
+//
+// Locks: mu_ (the posted work) is a leaf; it is never held while work,
+// timers or the source run.
+#ifndef TURNSTILE_SERVER_ZK_EVENT_LOOP_H_
+#define TURNSTILE_SERVER_ZK_EVENT_LOOP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace turnstile {
+
+class EventLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimerId = uint64_t;  // 0 is never a valid id
+
+  // What the loop polls besides its eventfd, asked afresh before every poll.
+  struct Interest {
+    int fd = -1;            // none
+    short events = 0;       // POLLIN | POLLOUT
+    int timeout_ms = -1;    // the source's own deadline (-1: none)
+  };
+  class Source {
+   public:
+    virtual ~Source() = default;
+    // On the loop, before each poll.
+    virtual Interest Prepare() = 0;
+    // On the loop, after each poll, whether or not the fd was ready
+    // (revents 0): a source may have due work of its own (pings).
+    virtual void Dispatch(short revents) = 0;
+  };
+
+  EventLoop();
+  ~EventLoop();  // Stop()
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Starts the thread; `source` (may be null) must outlive the loop.
+  void Start(Source* source);
+  // Ends the thread after the work in hand and joins it. Work still
+  // queued stays queued (RunQueued); pending timers are dropped. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // After Stop, on the caller's thread: runs the queued work (which may
+  // queue more) until none is left. Each posted function runs exactly once.
+  void RunQueued() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Queues `fn`; from another thread, wakes the loop if it may be asleep.
+  void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
+  void Wake();
+
+  // On the loop: runs `fn` on the loop at `when` (or soon after) unless
+  // cancelled first. Cancel of a timer that ran or never was is a no-op.
+  TimerId RunAt(Clock::time_point when, std::function<void()> fn);
+  void Cancel(TimerId id);
+
+  bool InLoopThread() const { return std::this_thread::get_id() == loop_id_; }
+
+ private:
+  void Loop();
+  // Runs the timers that are due; returns the milliseconds until the next
+  // one (-1: none).
+  int RunDueTimers();
+
+  Source* source_ = nullptr;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::thread::id loop_id_;  // set before the thread starts running work
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The loop's own: no lock (RunAt and Cancel assert the thread).
+  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
+  std::map<TimerId, Clock::time_point> timer_index_;
+  TimerId next_timer_ = 0;
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_ZK_EVENT_LOOP_H_
