@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   }
   std::vector<ZkSession*> sessions;
   for (int64_t i = 0; i < c.zk_sessions; ++i) {
+    zo.thread_name = absl::StrCat("ts-zk-", i);
     r->zk_.push_back(i == 0 && zk != nullptr ? std::move(zk) : NewZkClientSession(zo));
     sessions.push_back(r->zk_.back().get());
   }

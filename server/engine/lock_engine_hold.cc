@@ -116,8 +116,13 @@ void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
       absl::MutexLock l(&mu_);
       own_batch_timer_ = 0;
       if (shut_down_) return;
-      const auto now = Clock::now();
-      while (!own_pending_.empty() && own_pending_.front().due <= now) {
+      // Holds due within half the delay are armed now too: the next run is
+      // then at least that far off. Armed only at their due time, a stream
+      // of short holds (one per W1 cycle, each due ~1 ms after the last)
+      // woke the timer thread once per hold: 1.1 context switches per
+      // cycle. A hold still gets its watch within kOwnWatchDelay.
+      const auto horizon = Clock::now() + kOwnWatchDelay / 2;
+      while (!own_pending_.empty() && own_pending_.front().due <= horizon) {
         const PendingOwnWatch p = own_pending_.front();
         own_pending_.pop_front();
         auto it = contenders_.find(p.id);

@@ -23,6 +23,8 @@
 #ifndef TURNSTILE_SERVER_RPC_ASYNC_RPC_H_
 #define TURNSTILE_SERVER_RPC_ASYNC_RPC_H_
 
+#include <pthread.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -55,6 +57,7 @@ class CqThread {
   grpc::ServerCompletionQueue* cq() { return cq_.get(); }
   void Start() {
     thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "ts-grpc-cq");
       void* tag = nullptr;
       bool ok = false;
       while (cq_->Next(&tag, &ok)) {

@@ -1,6 +1,7 @@
 #include "server/zk/event_loop.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -16,12 +17,13 @@ EventLoop::~EventLoop() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-void EventLoop::Start(Source* source) {
+void EventLoop::Start(Source* source, const std::string& name) {
   source_ = source;
   // The thread takes mu_ before it runs anything: loop_id_ is set first.
   absl::MutexLock l(&mu_);
   thread_ = std::thread([this] { Loop(); });
   loop_id_ = thread_.get_id();
+  pthread_setname_np(thread_.native_handle(), name.substr(0, 15).c_str());
 }
 
 void EventLoop::Stop() {

@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -56,7 +57,8 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   // Starts the thread; `source` (may be null) must outlive the loop.
-  void Start(Source* source);
+  // `name` (up to 15 bytes) names the thread for top -H, perf and /proc.
+  void Start(Source* source, const std::string& name = "ts-loop");
   // Ends the thread after the work in hand and joins it. Work still
   // queued stays queued (RunQueued); pending timers are dropped. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);

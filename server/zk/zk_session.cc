@@ -93,7 +93,7 @@ ZkStat ToStat(const struct Stat* s) {
 class ZkClientSession final : public ZkSession, private EventLoop::Source {
  public:
   explicit ZkClientSession(ZkClientOptions options) : options_(std::move(options)) {
-    loop_.Start(this);
+    loop_.Start(this, options_.thread_name);
   }
 
   ~ZkClientSession() override { Close(); }

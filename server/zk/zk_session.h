@@ -214,6 +214,8 @@ struct ZkClientOptions {
   // open and each reopen after an expiry); a non-OK status fails that open
   // the way an unresolvable connect string does. Unset in production.
   std::function<absl::Status()> before_open;
+  // The session's thread's name (up to 15 bytes), e.g. "ts-zk-0".
+  std::string thread_name = "ts-zk";
 };
 
 // The real session over the single-threaded ZooKeeper C client
