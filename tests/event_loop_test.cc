@@ -177,5 +177,17 @@ TEST(EventLoop, WorkPostedAfterStopRunsOnceInRunQueued) {
   EXPECT_EQ(chained, 1);
 }
 
+TEST(EventLoopDeathTest, ATimerSetOffTheLoopThreadAborts) {
+  // The loop's timers have no lock: RunAt from another thread is a race,
+  // refused in every build (not only with assert).
+  EXPECT_DEATH(
+      {
+        EventLoop loop;
+        loop.Start(nullptr);
+        loop.RunAt(Clock::now(), [] {});
+      },
+      "RunAt called off its loop thread");
+}
+
 }  // namespace
 }  // namespace turnstile

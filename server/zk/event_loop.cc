@@ -6,9 +6,22 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
+#include <cstdio>
+#include <cstdlib>
 
 namespace turnstile {
+
+namespace {
+
+// Always on (a thread-id comparison): a loop's state touched from another
+// thread is a race the tests must catch, not a debug-build nicety.
+void CheckOnLoop(bool on_loop, const char* what) {
+  if (on_loop) return;
+  std::fprintf(stderr, "turnstile: EventLoop::%s called off its loop thread\n", what);
+  std::abort();
+}
+
+}  // namespace
 
 EventLoop::EventLoop() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
@@ -32,7 +45,7 @@ void EventLoop::Stop() {
     if (stop_) return;
     stop_ = true;
   }
-  assert(!InLoopThread());
+  CheckOnLoop(!InLoopThread(), "Stop (from its own thread)");
   Wake();
   if (thread_.joinable()) thread_.join();
   timers_.clear();
@@ -69,7 +82,7 @@ void EventLoop::Wake() {
 }
 
 EventLoop::TimerId EventLoop::RunAt(Clock::time_point when, std::function<void()> fn) {
-  assert(InLoopThread());
+  CheckOnLoop(InLoopThread(), "RunAt");
   const TimerId id = ++next_timer_;
   timers_.emplace(std::make_pair(when, id), std::move(fn));
   timer_index_.emplace(id, when);
@@ -77,7 +90,7 @@ EventLoop::TimerId EventLoop::RunAt(Clock::time_point when, std::function<void()
 }
 
 void EventLoop::Cancel(TimerId id) {
-  assert(InLoopThread());
+  CheckOnLoop(InLoopThread(), "Cancel");
   auto it = timer_index_.find(id);
   if (it == timer_index_.end()) return;
   timers_.erase(std::make_pair(it->second, id));

@@ -8,8 +8,9 @@
 // the C client on it; its completions and watchers run here.
 //
 // Threading: Post and Wake from any thread. RunAt, Cancel and everything a
-// Source does run on the loop thread only (InLoopThread(); checked with
-// assert in debug builds). Stop from any thread but the loop's.
+// Source does run on the loop thread only (InLoopThread(); RunAt and Cancel
+// check it in every build and abort otherwise). Stop from any thread but
+// the loop's.
 //
 // Locks: mu_ (the posted work) is a leaf; it is never held while work,
 // timers or the source run.
@@ -92,7 +93,7 @@ class EventLoop {
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
-  // The loop's own: no lock (RunAt and Cancel assert the thread).
+  // The loop's own: no lock (RunAt and Cancel check the thread).
   std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
   std::map<TimerId, Clock::time_point> timer_index_;
   TimerId next_timer_ = 0;
