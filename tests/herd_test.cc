@@ -221,6 +221,63 @@ TEST_F(HerdTest, CrossReplicaHandoffsDoNotRelist) {
   EXPECT_LE(reads, static_cast<uint64_t>(2 * kWaiters));
 }
 
+// SPEC section 2, "Handoff cost in ZooKeeper operations is O(1) in queue
+// length", across replicas (the in-memory ZooKeeper's
+// HandoffCostIsConstantAcrossReplicas, here on the real one). r2's waiter
+// queues behind a holder and 10 waiters of r1, which hand over among
+// themselves (local transactions that r2 does not see), and it watches only
+// the last. r2's view still holds the 10 departed nodes: its handoff reads
+// one of them (NO_NODE), then lists once, and the listing confirms the
+// grant. Before, it read them one by one, in series: 11 reads.
+TEST_F(HerdTest, CrossReplicaHandoffAfterUnseenDeparturesCostsOneReadAndOneListing) {
+  constexpr int kBetween = 10;
+  auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("unseen", milliseconds(60000)));
+  auto held = holder->Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(held);
+  std::vector<std::unique_ptr<AcquireStream>> between;
+  for (int i = 0; i < kBetween; ++i) {
+    between.push_back(
+        std::make_unique<AcquireStream>(s1_.get(), OpenMsg("unseen", milliseconds(60000))));
+    ASSERT_TRUE(between.back()->Next());  // QUEUED: its node exists, so the order is fixed
+  }
+  auto last = std::make_unique<AcquireStream>(s2_.get(), OpenMsg("unseen", milliseconds(60000)));
+  ASSERT_TRUE(last->Next());
+  holder->SendRelease();
+  ASSERT_TRUE(holder->Await(AcquireEvent::RELEASED));
+  uint64_t token = held->acquired().fencing_token();
+  for (int i = 0; i < kBetween; ++i) {
+    auto acquired = between[i]->Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(acquired) << i;
+    EXPECT_GT(acquired->acquired().fencing_token(), token) << i;
+    token = acquired->acquired().fencing_token();
+    if (i + 1 == kBetween) break;
+    between[i]->SendRelease();
+    ASSERT_TRUE(between[i]->Await(AcquireEvent::RELEASED)) << i;
+  }
+  ASSERT_TRUE(StillWaiting(*last));
+  const Calls before = Calls::Of(r2_->zk());
+  between.back()->SendRelease();
+  ASSERT_TRUE(between.back()->Await(AcquireEvent::RELEASED));
+  auto acquired = last->Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(acquired);
+  EXPECT_GT(acquired->acquired().fencing_token(), token);
+  // The hold lasts (this test holds it): its own-node watch comes once
+  // (LockEngine::DeferOwnWatch), the one read that is not the handoff's.
+  Calls after = before;
+  EXPECT_TRUE(WaitFor([&] {
+    after = Calls::Of(r2_->zk());
+    return after[ZkOp::kGetData] - before[ZkOp::kGetData] >= 2u;
+  }, milliseconds(5000)));
+  EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], 2u);
+  EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 1u);
+  EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 0u);
+  EXPECT_EQ(after[ZkOp::kSetData] - before[ZkOp::kSetData], 0u);
+  last->SendRelease();
+  ASSERT_TRUE(last->Await(AcquireEvent::RELEASED));
+  EXPECT_TRUE(WaitFor([&] { return zk_->Contenders(LockPath("unseen")).empty(); },
+                      milliseconds(10000)));
+}
+
 // The local handoff shortcut (the successor's own-node read sent right
 // behind the holder's delete) must not grant a successor whose node is gone:
 // it queues again with a new node, and its token is the new node's.

@@ -32,7 +32,12 @@
 // shared by the replica's contenders on it. A departure is one erase, and
 // only the contender directly behind it re-decides. Listings are pipelined
 // behind creates and coalesced per lock (one listing in flight per lock
-// covers every create sent before it).
+// covers every create sent before it). A view may still hold another
+// replica's nodes that left unseen: once a read finds one gone, a waiter
+// blocked by such a node re-decides from one listing rather than reading
+// them in turn: a re-decision costs a constant number of requests whatever
+// the queue, at most two for a handoff (LockEngine::Advance in
+// lock_engine_queue.cc).
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 
@@ -405,6 +410,12 @@ class LockEngine {
     LockQueue queue;
     bool list_in_flight = false;
     bool list_wanted = false;     // a create was sent after the listing in flight
+    uint64_t list_covers = 0;     // the creates the listing in flight covers
+    // A read of a node the view still had found it gone: other entries of
+    // another replica may have gone unseen too. Until the next listing, a
+    // waiter blocked by such an entry waits for a listing instead of
+    // reading it (Advance: the handoff stays O(1) in queue length).
+    bool view_stale = false;
     bool sweep_scheduled = false;  // a position sweep is due
     // Lock-delay: no grant before this. mark_pending: the lock node has
     // data (a listing said so) not read yet: grants wait for the read.
@@ -486,6 +497,8 @@ class LockEngine {
   void NoteGone(const std::string& segment, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A read found gone a node the view still had (LockState::view_stale).
+  void MarkViewStale(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

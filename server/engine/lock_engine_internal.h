@@ -97,6 +97,9 @@ struct LockEngine::Contender {
   bool node_gone = false;
   bool announced = false;  // kHeld and told ACQUIRED (see Grant)
   std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
+  // kListing again because its view proved stale (Advance), during a
+  // handoff that began then: kept for the grant the listing decides.
+  std::optional<engine_internal::Clock::time_point> relisted_from;
   int create_attempts = 0;
   bool plain_delete = false;  // the local-handoff transaction failed: delete alone
   bool handoff_in_flight = false;  // the local-handoff transaction is in flight

@@ -31,6 +31,7 @@ void LockEngine::RequestList(const std::string& segment) {
   lock.list_wanted = false;
   SessionSlot* slot = SlotOf(segment);
   const uint64_t covers = create_counter_, epoch = slot->epoch;
+  lock.list_covers = covers;
   slot->zk->GetChildrenStat(
       options_.root + "/" + segment,
       [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
@@ -66,6 +67,7 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
     if (c->state == State::kListing && c->create_order <= covers) covered.push_back(c);
   }
   if (code == ZkCode::kOk) {
+    lock.view_stale = false;  // exact again: the listing minus what left since
     lock.queue.ReplaceWith(
         children,
         [&](const std::string& node) -> uint64_t {
@@ -165,6 +167,29 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 // Re-decides from the shared view: nodes ahead can only disappear. The
 // mutex rule looks only at the entry directly ahead (O(log n)); a shared
 // contender at the nearest exclusive ahead (readers in between coexist).
+//
+// A stale view. This replica forgets another replica's node only when it
+// sees it go (a watch of its own waiter, a read, a listing, a local grant),
+// so the view may still hold remote nodes that left unseen: contenders of
+// other replicas that handed over among themselves. Read one by one, k such
+// nodes cost k NO_NODE reads in series, then the grant's confirming read:
+// k + 1 requests and round trips for one handoff (10 stale nodes: 11).
+// Instead, a read that finds a node gone marks the view stale
+// (LockState::view_stale), and a waiter still blocked by a remote entry of
+// a stale view waits for one listing (one in flight per lock, shared by its
+// waiters) and decides from that exact view; a grant decided from the
+// listing is confirmed by it (see Grant). A handoff thus costs at most:
+//   k = 0: the confirming read (1 request, 1 round trip);
+//   k = 1: the NO_NODE read, then the confirming read (2, 2);
+//   k >= 2: the NO_NODE read, then the listing (2, 2), whatever k is;
+// plus, if it still waits after the listing, the read that watches its
+// real blocker. The listing's payload is O(queue): about 33 bytes a
+// contender (its name and length), so at most about 33 KB at the default
+// limit of 1,000 contenders per lock, in one reply; the reads it replaces
+// had small replies (a NO_NODE reply is a 16-byte header) but took one
+// round trip each, in series. It is sent
+// only once a read proved the view stale and a remote entry still blocks,
+// never on a handoff whose view is exact (the common case on one replica).
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
   // Kinds (and semaphores' N) do not mix on a lock: refused for anything
@@ -174,11 +199,27 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
     return;
   }
+  const std::optional<Clock::time_point> relisted_from =
+      std::exchange(c->relisted_from, std::nullopt);
   const OrderDecision decision =
       Decide(lock.queue, c->seq, c->params.kind, c->params.max_holders);
   // The node to watch (for a semaphore's first waiter, the nearest of the
   // holders it watches; the others are in more_watching).
   const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.back();
+  if (ahead != nullptr && lock.view_stale &&
+      std::any_of(decision.blockers.begin(), decision.blockers.end(),
+                  [](const LockQueue::Entry* e) { return e->local_id == 0; })) {
+    // Blocked by another replica's entry of a view proven stale: one
+    // listing decides (see above), not a read of each entry in turn.
+    Disarm(c);
+    c->watching.clear();
+    c->state = State::kListing;
+    c->relisted_from = handoff_from_;  // a handoff goes on (measured to its grant)
+    // The listing in flight covers it if it covers its create (it was sent
+    // after the read that proved the view stale: replies come in order).
+    if (!lock.list_in_flight || c->create_order > lock.list_covers) RequestList(c->segment);
+    return;
+  }
   if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
   if (ahead == nullptr && Clock::now() < lock.delayed_until) {
     // In lock-delay: the previous hold ended involuntarily.
@@ -207,6 +248,14 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     return;
   }
   if (ahead == nullptr) {
+    if (relisted_from && !handoff_from_) {
+      // Granted from the listing a stale view waited for: the handoff
+      // began at the departure that made it re-decide.
+      handoff_from_ = relisted_from;
+      Grant(c, from_listing);
+      handoff_from_.reset();
+      return;
+    }
     Grant(c, from_listing);
     return;
   }
@@ -347,6 +396,7 @@ void LockEngine::ArmMore(Contender* c) {
               for (auto& [n, key] : c->more_watching) {
                 if (n == node) key = 0;  // no watch is left on a missing node
               }
+              MarkViewStale(c->segment);  // as in Arm
               gone();
             } else if (IsRetryable(code)) {
               for (auto& [n, key] : c->more_watching) {

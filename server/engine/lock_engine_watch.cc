@@ -118,6 +118,10 @@ void LockEngine::Arm(Contender* c) {
           }
           if (code == ZkCode::kNoNode) {
             c->watch_key = 0;  // no watch is left on a missing node
+            // The view still had it: other nodes ahead may have gone
+            // unseen too. One listing re-decides, not a read of each
+            // (LockEngine::Advance).
+            MarkViewStale(c->segment);
             gone();
           } else if (IsRetryable(code)) {
             c->watch_key = 0;
@@ -223,6 +227,11 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   if (top) handoff_from_.reset();
   RefreshPositions(segment, kFrontPositions);
   ScheduleSweep(segment);
+}
+
+void LockEngine::MarkViewStale(const std::string& segment) {
+  auto it = locks_.find(segment);
+  if (it != locks_.end()) it->second.view_stale = true;
 }
 
 void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
