@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -196,33 +198,76 @@ class FakeSessionTest : public ::testing::Test {
     return out;
   }
 
-  // The reads and listings replica `r` made since `from` (an index into its
-  // Requests()) for one handoff that granted the holds at `granted` (node
-  // paths), leaving out two kinds of reads that are costs of holding, not
-  // of the handoff: those of a node in `held` (holds granted before: their
-  // own-node watch, set once a hold has lasted a moment, see
-  // LockEngine::DeferOwnWatch), and a read of a `granted` node after a
-  // listing (the same watch, after a grant the listing confirmed). A read
-  // of a `granted` node with no listing before it is the grant's
-  // confirming read: counted.
+  // What replica `r` asked from index `from` to `to` of its Requests(),
+  // leaving out costs of holding, not of the handoff: reads of nodes in
+  // `held` (holds granted before: their own-node watch, set once a hold has
+  // lasted a moment, see LockEngine::DeferOwnWatch), and any read of a node
+  // in `granted` (the handoff's holds) after its first (the first confirms
+  // the grant; a later one is that same own-node watch, armed 10 ms after
+  // the grant, possibly before the test noticed it).
   struct Cost {
-    uint64_t reads = 0;
-    uint64_t lists = 0;
+    uint64_t reads = 0;  // GetData and Exists
+    uint64_t lists = 0;  // GetChildren
+    std::map<std::string, int> reads_of;  // per node path
   };
-  static Cost HandoffCost(const FakeReplica& r, size_t from, const std::set<std::string>& granted,
-                          const std::set<std::string>& held = {}) {
+  static Cost CostOf(const FakeReplica& r, size_t from, size_t to,
+                     const std::set<std::string>& held = {},
+                     const std::set<std::string>& granted = {}) {
     Cost cost;
     const std::vector<std::pair<ZkOp, std::string>> reqs = r.zk->Requests();
-    for (size_t i = from; i < reqs.size(); ++i) {
+    for (size_t i = from; i < std::min(to, reqs.size()); ++i) {
       const auto& [op, path] = reqs[i];
       if (op == ZkOp::kGetChildren) {
         ++cost.lists;
-      } else if (op == ZkOp::kGetData && held.count(path) == 0 &&
-                 !(granted.count(path) > 0 && cost.lists > 0)) {
+      } else if ((op == ZkOp::kGetData || op == ZkOp::kExists) && held.count(path) == 0 &&
+                 !(granted.count(path) > 0 && cost.reads_of.count(path) > 0)) {
         ++cost.reads;
+        ++cost.reads_of[path];
       }
     }
     return cost;
+  }
+
+  // Every listing replica `r` ever sent of lock `name`. SPEC section 2: at
+  // most one per contender (two for a semaphore waiter).
+  static uint64_t ListingsOf(const FakeReplica& r, const std::string& name) {
+    const std::vector<std::pair<ZkOp, std::string>> reqs = r.zk->Requests();
+    return std::count_if(reqs.begin(), reqs.end(), [&](const auto& req) {
+      return req.first == ZkOp::kGetChildren && req.second == LockPath(name);
+    });
+  }
+
+  // Runs `start` (a release that begins a handoff) with every reply to
+  // replica `r` held, and lets them go one wave at a time until done(): a
+  // wave is what is held once every session is idle, i.e. the requests the
+  // previous wave's callbacks made, sent together. `waves` counts the
+  // handoff's round trips on `r`. No sleep: each step waits for an event,
+  // with a deadline.
+  struct Waves {
+    int waves = 0;
+  };
+  Waves InWaves(FakeReplica& r, const std::function<void()>& start,
+                const std::function<bool()>& done) {
+    auto held = [&] {
+      int n = 0;
+      for (const FakeItem& i : r.zk->Pending()) n += i.held ? 1 : 0;
+      return n;
+    };
+    r.zk->SetHoldFilter([](const FakeItem& i) { return i.kind == FakeItem::Kind::kReply; });
+    start();
+    Waves out;
+    for (;;) {
+      EXPECT_TRUE(WaitFor([&] { return done() || held() > 0; }, kDeadline, milliseconds(1)));
+      if (done()) break;
+      Quiesce();
+      if (done() || held() == 0 || out.waves >= 100) break;
+      ++out.waves;
+      r.zk->ReleaseAll();
+    }
+    r.zk->SetHoldFilter(nullptr);
+    r.zk->ReleaseAll();
+    Quiesce();
+    return out;
   }
 
   std::string DebugRequests() const {
@@ -285,10 +330,11 @@ TEST_F(FakeSessionTest, FifoGrantsWithIncreasingFencingTokens) {
 // 2. Herd-freedom: 20 waiters spread over four replicas, each watching only
 // its predecessor. Each release fires exactly one watch besides the
 // releasing holder's own (the next waiter's), grants exactly the next
-// waiter, and costs only the next waiter's replica one or two requests:
-// the new holder's confirming read, or, when its view still held nodes of
-// other replicas that had gone unseen, one read that finds such a node gone
-// and then the confirming read or one listing (LockEngine::Advance).
+// waiter, and costs only the next waiter's replica: the new holder's
+// confirming read, or, when its view still held nodes of other replicas
+// that had gone unseen, one read that finds such a node gone and then one
+// probe of the rest (LockEngine::Advance): at most 2 round trips, no
+// listing.
 TEST_F(FakeSessionTest, OneReleaseFiresOneWatchAndGrantsOnlyTheNextWaiter) {
   constexpr int kWaiters = 20;
   constexpr int kWaiterReplicas = 4;
@@ -352,7 +398,8 @@ TEST_F(FakeSessionTest, OneReleaseFiresOneWatchAndGrantsOnlyTheNextWaiter) {
       return n;
     };
     const uint64_t watch_events = others_events();
-    owner[i]->engine->Release(cs[i].id);
+    const Waves waves = InWaves(*owner[i + 1], [&] { owner[i]->engine->Release(cs[i].id); },
+                                [&] { return cs[i + 1].sink->Count(Type::kAcquired) > 0; });
     ASSERT_TRUE(cs[i].sink->Await(Type::kReleased)) << i;
     auto next = cs[i + 1].sink->Await(Type::kAcquired);
     ASSERT_TRUE(next) << i + 1;
@@ -375,40 +422,58 @@ TEST_F(FakeSessionTest, OneReleaseFiresOneWatchAndGrantsOnlyTheNextWaiter) {
     EXPECT_LE(own, 1) << i;
     EXPECT_EQ(others_events() - watch_events, 1u) << i;
     EXPECT_EQ(Calls(ZkOp::kCreate) - creates, 0u) << i;
-    // Only the next waiter's replica asks anything, and at most two
-    // requests, whatever the queue (HandoffCostIsConstantAcrossReplicas):
-    // before the view refreshed itself with a listing, each unseen
-    // departure ahead cost one more read in series (here up to
-    // kWaiterReplicas reads in all).
+    // Only the next waiter's replica asks anything: in at most 2 round
+    // trips whatever the queue (HandoffCostIsConstantAcrossReplicas), no
+    // listing, and no node read twice. Its view may still hold nodes of
+    // other replicas that went unseen (here up to kWaiterReplicas - 1): one
+    // read finds its blocker gone, then one probe reads the rest and its
+    // own node together. Read one after another they cost a round trip each.
     for (size_t r = 0; r < replicas_.size(); ++r) {
-      const Cost cost = HandoffCost(*replicas_[r], marks[r], {NodeOf(*next)}, {path});
-      const uint64_t read = cost.reads, listed = cost.lists;
-      if (replicas_[r].get() == owner[i + 1]) {
-        EXPECT_GE(read + listed, 1u) << i;
-        EXPECT_LE(read + listed, 2u) << "release " << i << ": " << read << " reads, " << listed
-                                     << " listings" << DebugRequests();
-        EXPECT_LE(listed, 1u) << i;
+      const bool next_replica = replicas_[r].get() == owner[i + 1];
+      const Cost cost =
+          CostOf(*replicas_[r], marks[r], SIZE_MAX, {path}, {NodeOf(*next)});
+      if (next_replica) {
+        EXPECT_GE(cost.reads, 1u) << i;
+        EXPECT_LE(waves.waves, 2) << "release " << i << ": " << waves.waves << " round trips"
+                                  << DebugRequests();
+        EXPECT_EQ(cost.lists, 0u) << "release " << i << DebugRequests();
+        for (const auto& [node, n] : cost.reads_of) {
+          EXPECT_EQ(n, 1) << i << " " << node << " (new holder " << NodeOf(*next) << ")"
+                          << DebugRequests();
+        }
       } else {
-        EXPECT_EQ(read + listed, 0u) << "release " << i << ": replica " << r << " read "
-                                     << read << ", listed " << listed << DebugRequests();
+        EXPECT_EQ(cost.reads + cost.lists, 0u) << "release " << i << ": replica " << r << " read "
+                                               << cost.reads << ", listed " << cost.lists
+                                               << DebugRequests();
       }
     }
     for (int j = i + 2; j <= kWaiters; ++j) {
       EXPECT_EQ(cs[j].sink->Count(Type::kAcquired), 0) << j << " granted early";
     }
   }
+  // SPEC section 2: at most one listing per contender, on every replica
+  // (none during the handoffs, checked above). The first contender's
+  // replica listed twice: its first listing went out behind the create that
+  // found no lock node yet, and was answered NO_NODE.
+  for (auto& r : replicas_) {
+    const auto opened = std::count(owner.begin(), owner.end(), r.get());
+    EXPECT_LE(ListingsOf(*r, "herd"), static_cast<uint64_t>(opened + (r.get() == &first ? 1 : 0)))
+        << DebugRequests();
+  }
   EXPECT_TRUE(WaitFor([&] { return Contenders("herd").empty(); }, kDeadline));
 }
 
 // 2a. SPEC section 2: "Handoff cost in ZooKeeper operations is O(1) in
-// queue length", across replicas too. A replica's view of a lock forgets
-// another replica's node only when it sees it go, so B's view still holds
-// the nodes of A's contenders that handed over among themselves while B's
-// waiter watched only the last of them. Read one by one those stale nodes
-// cost one NO_NODE read each, in series (10 stale nodes: 11 reads). Now the
-// first NO_NODE marks the view stale and one listing decides, confirming
-// the grant: 1 read and 1 listing for B's handoff, whether 2, 10 or 40
-// nodes went unseen (LockEngine::Advance).
+// queue length", across replicas too, and "getChildren at most once per
+// contender". A replica's view of a lock forgets another replica's node
+// only when it sees it go, so B's view still holds the nodes of A's
+// contenders that handed over among themselves while B's waiter watched
+// only the last of them. Read one by one, those k stale nodes cost one
+// NO_NODE read each in series: k + 1 round trips (k = 10: 11). Now the
+// first NO_NODE read proves the view stale and one probe reads the rest
+// and B's own node at once (LockEngine::Advance): 2 round trips whether 2,
+// 10 or 40 nodes went unseen, each departed node read at most once, no
+// listing beyond B's one when it joined, and A does nothing more.
 TEST_F(FakeSessionTest, HandoffCostIsConstantAcrossReplicas) {
   FakeReplica& a = AddReplica();
   FakeReplica& b = AddReplica();
@@ -424,6 +489,8 @@ TEST_F(FakeSessionTest, HandoffCostIsConstantAcrossReplicas) {
     }
     Contender last = Open(b, name);
     ASSERT_TRUE(last.sink->Await(Type::kQueued));
+    const std::vector<std::string> nodes = Contenders(name);  // holder, as..., last
+    ASSERT_EQ(nodes.size(), static_cast<size_t>(between + 2));
     a.engine->Release(holder.id);
     uint64_t a_token = 0;
     for (int i = 0; i < between; ++i) {
@@ -436,15 +503,43 @@ TEST_F(FakeSessionTest, HandoffCostIsConstantAcrossReplicas) {
     }
     Quiesce();
     EXPECT_EQ(last.sink->Count(Type::kAcquired), 0);
-    const size_t mark = b.zk->Requests().size();
-    a.engine->Release(as.back().id);
+    const std::string own = LockPath(name) + "/" + nodes.back();
+    const std::string a_last = LockPath(name) + "/" + nodes[between];
+    // A's last hold has watched its own node (deferred): not this handoff's.
+    ASSERT_TRUE(WaitFor([&] {
+      auto w = server_.WatchedPaths(a.zk->session_id());
+      return std::count(w.begin(), w.end(), a_last) == 1;
+    }, kDeadline));
+    Quiesce();
+    const size_t mark = b.zk->Requests().size(), a_mark = a.zk->Requests().size();
+    const Waves waves = InWaves(b, [&] { a.engine->Release(as.back().id); },
+                                [&] { return last.sink->Count(Type::kAcquired) > 0; });
     auto acquired = last.sink->Await(Type::kAcquired);
     ASSERT_TRUE(acquired) << Describe(*last.sink);
+    EXPECT_EQ(NodeOf(*acquired), own);
     EXPECT_GT(acquired->fencing_token, a_token);
-    Quiesce();
-    const Cost cost = HandoffCost(b, mark, {NodeOf(*acquired)});
-    EXPECT_EQ(cost.reads, 1u) << "one handoff cost this many reads" << DebugRequests();
-    EXPECT_EQ(cost.lists, 1u) << DebugRequests();
+    // (a) a constant number of round trips.
+    EXPECT_EQ(waves.waves, 2) << DebugRequests();
+    // (b) every departed node read at most once; nothing but them and the
+    // own node: the k - 1 stale nodes ahead of the one B watched, then the
+    // own node (the grant's confirming read).
+    const Cost cost = CostOf(b, mark, SIZE_MAX, {}, {own});
+    for (const auto& [path, n] : cost.reads_of) EXPECT_EQ(n, 1) << path;
+    std::set<std::string> departed;
+    for (int i = 0; i <= between; ++i) departed.insert(LockPath(name) + "/" + nodes[i]);
+    for (const auto& [path, n] : cost.reads_of) {
+      EXPECT_TRUE(departed.count(path) > 0 || path == own) << path;
+    }
+    EXPECT_EQ(cost.reads, static_cast<uint64_t>(between + 1)) << DebugRequests();
+    // (c) no listing: B listed once, when its contender joined.
+    EXPECT_EQ(cost.lists, 0u) << DebugRequests();
+    EXPECT_EQ(ListingsOf(b, name), 1u);
+    // A: one per contender, and one answered NO_NODE behind the create that
+    // found no lock node yet.
+    EXPECT_LE(ListingsOf(a, name), static_cast<uint64_t>(between + 2));
+    // (d) only the next waiter's replica works: A sent its delete alone.
+    const Cost a_cost = CostOf(a, a_mark, SIZE_MAX, {a_last});
+    EXPECT_EQ(a_cost.reads + a_cost.lists, 0u) << DebugRequests();
     b.engine->Release(last.id);
     EXPECT_TRUE(last.sink->Await(Type::kReleased));
     EXPECT_TRUE(WaitFor([&] { return Contenders(name).empty(); }, kDeadline));
@@ -452,11 +547,12 @@ TEST_F(FakeSessionTest, HandoffCostIsConstantAcrossReplicas) {
 }
 
 // 2b. The same shape for a shared (read/write) lock: two readers of B wait
-// behind A's writers, both watching the last of them (the nearest
-// exclusive ahead). Its release wakes both; the first read that finds an
-// earlier writer gone sends one listing, and the other reader waits for
-// that same listing: 2 reads and 1 listing in all, both readers granted
-// from it (before: 11 reads each).
+// behind A's 10 writers, both watching the last of them (the nearest
+// exclusive ahead). Its release wakes both; each reads the writer ahead of
+// it (NO_NODE: its blocker), the first starts one probe of the other 9
+// writers, the second waits for it, and each reads its own node in it: 2
+// round trips, each node read by at most one probe, no listing, both
+// readers granted from the probe (before: 11 reads in series each).
 TEST_F(FakeSessionTest, SharedHandoffCostIsConstantAcrossReplicas) {
   constexpr int kBetween = 10;
   FakeReplica& a = AddReplica();
@@ -473,6 +569,8 @@ TEST_F(FakeSessionTest, SharedHandoffCostIsConstantAcrossReplicas) {
     readers.push_back(Open(b, "rw-cost", milliseconds(60000), ContenderKind::kShared));
     ASSERT_TRUE(readers.back().sink->Await(Type::kQueued)) << i;
   }
+  const std::vector<std::string> nodes = Contenders("rw-cost");
+  ASSERT_EQ(nodes.size(), static_cast<size_t>(kBetween + 3));
   a.engine->Release(holder.id);
   for (int i = 0; i < kBetween; ++i) {
     ASSERT_TRUE(as[i].sink->Await(Type::kAcquired)) << i;
@@ -482,17 +580,26 @@ TEST_F(FakeSessionTest, SharedHandoffCostIsConstantAcrossReplicas) {
   }
   Quiesce();
   const size_t mark = b.zk->Requests().size();
-  a.engine->Release(as.back().id);
+  const Waves waves = InWaves(b, [&] { a.engine->Release(as.back().id); }, [&] {
+    return readers[0].sink->Count(Type::kAcquired) > 0 &&
+           readers[1].sink->Count(Type::kAcquired) > 0;
+  });
   std::set<std::string> granted;
   for (auto& r : readers) {
     auto acquired = r.sink->Await(Type::kAcquired);
     ASSERT_TRUE(acquired) << Describe(*r.sink);
     granted.insert(NodeOf(*acquired));
   }
-  Quiesce();
-  const Cost cost = HandoffCost(b, mark, granted);
-  EXPECT_EQ(cost.reads, 2u) << DebugRequests();
-  EXPECT_EQ(cost.lists, 1u) << DebugRequests();
+  EXPECT_EQ(granted.size(), 2u);
+  EXPECT_EQ(waves.waves, 2) << DebugRequests();
+  const Cost cost = CostOf(b, mark, SIZE_MAX, {}, granted);
+  // The writer both readers watched was read by each (NO_NODE); every
+  // other node once: 2 + 9 + 2 own nodes.
+  const std::string blocker = LockPath("rw-cost") + "/" + nodes[kBetween - 1];
+  for (const auto& [path, n] : cost.reads_of) EXPECT_EQ(n, path == blocker ? 2 : 1) << path;
+  EXPECT_EQ(cost.reads, static_cast<uint64_t>(2 + (kBetween - 1) + 2)) << DebugRequests();
+  EXPECT_EQ(cost.lists, 0u) << DebugRequests();
+  EXPECT_LE(ListingsOf(b, "rw-cost"), 2u);  // SPEC: at most one per contender
   for (auto& r : readers) {
     b.engine->Release(r.id);
     EXPECT_TRUE(r.sink->Await(Type::kReleased));
@@ -502,11 +609,14 @@ TEST_F(FakeSessionTest, SharedHandoffCostIsConstantAcrossReplicas) {
 
 // 2c. A semaphore (N = 2): A's two holders stay; A's waiters ahead of B's
 // waiter give up one after another, unseen by B except the last (its
-// predecessor). B's waiter finds one of them gone, lists once, and from
-// that exact view is the first waiter: it watches the two holders (2
-// reads), and the first release grants it. Before: a NO_NODE read per
-// waiter that gave up, in series (9), then the 2 watches.
-TEST_F(FakeSessionTest, SemaphoreWaiterSkipsDepartedWaitersWithOneListing) {
+// predecessor). B's waiter finds the next one gone (NO_NODE), probes the
+// other nodes ahead at once, and from the probed view is the first waiter:
+// it watches the two holders, in 2 round trips after the departure and
+// with no listing beyond its first (SPEC: two for a semaphore waiter, the
+// second when it becomes the first waiter; the probe proved that without
+// one). The first release then grants it. Before: a NO_NODE read per waiter
+// that gave up, in series (9 round trips), then the 2 watches.
+TEST_F(FakeSessionTest, SemaphoreWaiterSkipsDepartedWaitersWithOneProbe) {
   constexpr int kBetween = 10;
   FakeReplica& a = AddReplica();
   FakeReplica& b = AddReplica();
@@ -527,29 +637,42 @@ TEST_F(FakeSessionTest, SemaphoreWaiterSkipsDepartedWaitersWithOneListing) {
     ASSERT_TRUE(as[i].sink->AwaitFinish()) << i;
   }
   Quiesce();
-  const uint64_t reads = b.zk->call_count(ZkOp::kGetData);
-  const uint64_t lists = b.zk->call_count(ZkOp::kGetChildren);
-  a.engine->Release(as.back().id);
-  ASSERT_TRUE(as.back().sink->AwaitFinish());
-  Quiesce();
-  EXPECT_EQ(b.zk->call_count(ZkOp::kGetData) - reads, 3u) << DebugRequests();
-  EXPECT_EQ(b.zk->call_count(ZkOp::kGetChildren) - lists, 1u) << DebugRequests();
-  EXPECT_EQ(last.sink->Count(Type::kAcquired), 0);
-  // It watches exactly the two holders.
-  std::vector<std::string> watched = server_.WatchedPaths(b.zk->session_id());
-  std::sort(watched.begin(), watched.end());
   std::vector<std::string> nodes = Contenders("sem-cost");
-  ASSERT_EQ(nodes.size(), 3u);
+  ASSERT_EQ(nodes.size(), 4u);  // the holders, A's last waiter, B's
   std::vector<std::string> expected{LockPath("sem-cost") + "/" + nodes[0],
                                     LockPath("sem-cost") + "/" + nodes[1]};
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(watched, expected);
+  auto watches_holders = [&] {
+    std::vector<std::string> watched = server_.WatchedPaths(b.zk->session_id());
+    std::sort(watched.begin(), watched.end());
+    return watched == expected;
+  };
+  const size_t mark = b.zk->Requests().size();
+  const Waves waves = InWaves(b, [&] { a.engine->Release(as.back().id); }, watches_holders);
+  ASSERT_TRUE(as.back().sink->AwaitFinish());
+  Quiesce();
+  // The watches on the holders are asked in the third wave: 2 round trips
+  // before them.
+  EXPECT_EQ(waves.waves, 2) << DebugRequests();
+  const Cost cost = CostOf(b, mark, SIZE_MAX);
+  for (const auto& [path, n] : cost.reads_of) {
+    // The holders: probed, then watched; every other node at most once.
+    const bool holder = std::count(expected.begin(), expected.end(), path) > 0;
+    EXPECT_LE(n, holder ? 2 : 1) << path;
+  }
+  // 1 NO_NODE read, the probe (8 gone, 2 holders, its own node), 2 watches.
+  EXPECT_EQ(cost.reads, static_cast<uint64_t>(1 + (kBetween - 2) + 2 + 1 + 2)) << DebugRequests();
+  EXPECT_EQ(cost.lists, 0u) << DebugRequests();
+  EXPECT_LE(ListingsOf(b, "sem-cost"), 2u);  // SPEC: at most two for a semaphore waiter
+  EXPECT_EQ(last.sink->Count(Type::kAcquired), 0);
+  EXPECT_TRUE(watches_holders());
   a.engine->Release(holders[1].id);
   ASSERT_TRUE(last.sink->Await(Type::kAcquired)) << Describe(*last.sink);
   a.engine->Release(holders[0].id);
   b.engine->Release(last.id);
   EXPECT_TRUE(last.sink->Await(Type::kReleased));
   EXPECT_TRUE(WaitFor([&] { return Contenders("sem-cost").empty(); }, kDeadline));
+  EXPECT_LE(ListingsOf(b, "sem-cost"), 2u);
 }
 
 // 3a. Replies of two independent operations (two locks on one session)

@@ -222,14 +222,17 @@ TEST_F(HerdTest, CrossReplicaHandoffsDoNotRelist) {
 }
 
 // SPEC section 2, "Handoff cost in ZooKeeper operations is O(1) in queue
-// length", across replicas (the in-memory ZooKeeper's
-// HandoffCostIsConstantAcrossReplicas, here on the real one). r2's waiter
-// queues behind a holder and 10 waiters of r1, which hand over among
-// themselves (local transactions that r2 does not see), and it watches only
-// the last. r2's view still holds the 10 departed nodes: its handoff reads
-// one of them (NO_NODE), then lists once, and the listing confirms the
-// grant. Before, it read them one by one, in series: 11 reads.
-TEST_F(HerdTest, CrossReplicaHandoffAfterUnseenDeparturesCostsOneReadAndOneListing) {
+// length" and "getChildren at most once per contender", across replicas
+// (the in-memory ZooKeeper's HandoffCostIsConstantAcrossReplicas, which
+// also counts round trips, here on the real one). r2's waiter queues
+// behind a holder and 10 waiters of r1, which hand over among themselves
+// (local transactions that r2 does not see), and it watches only the last.
+// r2's view still holds the 10 departed nodes: its handoff reads one of
+// them (NO_NODE), then probes the 9 others and its own node in one
+// pipelined round trip (reads without a watch), and the probe confirms the
+// grant; no listing. Before, it read them one by one, in series: 11 reads,
+// 11 round trips.
+TEST_F(HerdTest, CrossReplicaHandoffAfterUnseenDeparturesReadsEachOnceAndDoesNotRelist) {
   constexpr int kBetween = 10;
   auto holder = std::make_unique<AcquireStream>(s1_.get(), OpenMsg("unseen", milliseconds(60000)));
   auto held = holder->Await(AcquireEvent::ACQUIRED);
@@ -240,6 +243,7 @@ TEST_F(HerdTest, CrossReplicaHandoffAfterUnseenDeparturesCostsOneReadAndOneListi
         std::make_unique<AcquireStream>(s1_.get(), OpenMsg("unseen", milliseconds(60000))));
     ASSERT_TRUE(between.back()->Next());  // QUEUED: its node exists, so the order is fixed
   }
+  const Calls at_start = Calls::Of(r2_->zk());
   auto last = std::make_unique<AcquireStream>(s2_.get(), OpenMsg("unseen", milliseconds(60000)));
   ASSERT_TRUE(last->Next());
   holder->SendRelease();
@@ -262,14 +266,19 @@ TEST_F(HerdTest, CrossReplicaHandoffAfterUnseenDeparturesCostsOneReadAndOneListi
   ASSERT_TRUE(acquired);
   EXPECT_GT(acquired->acquired().fencing_token(), token);
   // The hold lasts (this test holds it): its own-node watch comes once
-  // (LockEngine::DeferOwnWatch), the one read that is not the handoff's.
+  // (LockEngine::DeferOwnWatch), the one read with a watch that is not the
+  // handoff's.
   Calls after = before;
   EXPECT_TRUE(WaitFor([&] {
     after = Calls::Of(r2_->zk());
     return after[ZkOp::kGetData] - before[ZkOp::kGetData] >= 2u;
   }, milliseconds(5000)));
   EXPECT_EQ(after[ZkOp::kGetData] - before[ZkOp::kGetData], 2u);
-  EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 1u);
+  // The probe: the 9 other departed nodes and the own node.
+  EXPECT_EQ(after[ZkOp::kExists] - before[ZkOp::kExists], static_cast<uint64_t>(kBetween));
+  EXPECT_EQ(after[ZkOp::kGetChildren] - before[ZkOp::kGetChildren], 0u);
+  // r2 listed once in all, for its one contender (SPEC section 2).
+  EXPECT_EQ(after[ZkOp::kGetChildren] - at_start[ZkOp::kGetChildren], 1u);
   EXPECT_EQ(after[ZkOp::kCreate] - before[ZkOp::kCreate], 0u);
   EXPECT_EQ(after[ZkOp::kSetData] - before[ZkOp::kSetData], 0u);
   last->SendRelease();

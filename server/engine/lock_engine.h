@@ -33,11 +33,11 @@
 // only the contender directly behind it re-decides. Listings are pipelined
 // behind creates and coalesced per lock (one listing in flight per lock
 // covers every create sent before it). A view may still hold another
-// replica's nodes that left unseen: once a read finds one gone, a waiter
-// blocked by such a node re-decides from one listing rather than reading
-// them in turn: a re-decision costs a constant number of requests whatever
-// the queue, at most two for a handoff (LockEngine::Advance in
-// lock_engine_queue.cc).
+// replica's nodes that left unseen: once a read finds one gone, the waiter
+// reads every other replica's node still ahead of it at once, pipelined in
+// one round trip, and forgets those gone: a handoff costs a constant number
+// of round trips whatever the queue, each unseen departure at most one read,
+// and no listing beyond SPEC's (LockEngine::Advance, lock_engine_queue.cc).
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 
@@ -366,6 +366,7 @@ class LockEngine {
     kDeleting,       // ending: deleting our node
   };
   struct Contender;
+  struct Probe;  // lock_engine_internal.h
   using ContenderPtr = std::unique_ptr<Contender>;
 
   void OnSessionEvent(SessionSlot* slot, SessionEvent e);
@@ -410,12 +411,9 @@ class LockEngine {
     LockQueue queue;
     bool list_in_flight = false;
     bool list_wanted = false;     // a create was sent after the listing in flight
-    uint64_t list_covers = 0;     // the creates the listing in flight covers
-    // A read of a node the view still had found it gone: other entries of
-    // another replica may have gone unseen too. Until the next listing, a
-    // waiter blocked by such an entry waits for a listing instead of
-    // reading it (Advance: the handoff stays O(1) in queue length).
-    bool view_stale = false;
+    // The probe in flight (Advance): reads of the other replicas' entries
+    // ahead of a waiter whose view proved stale. Null: none.
+    std::shared_ptr<Probe> probe;
     bool sweep_scheduled = false;  // a position sweep is due
     // Lock-delay: no grant before this. mark_pending: the lock node has
     // data (a listing said so) not read yet: grants wait for the read.
@@ -497,8 +495,11 @@ class LockEngine {
   void NoteGone(const std::string& segment, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A read found gone a node the view still had (LockState::view_stale).
-  void MarkViewStale(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stale view's probe (lock_engine_watch.cc): `c` waits for the one in
+  // flight on its lock, or starts one; its end re-decides its waiters.
+  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

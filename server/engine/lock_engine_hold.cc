@@ -32,6 +32,9 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 // - a handoff between two contenders of this replica: the holder's delete
 //   and a check of the successor's node are one transaction (LocalSuccessor,
 //   IssueDelete), so the transaction's reply confirms the grant.
+// - a grant decided from a stale view's probe (LockEngine::Advance): the
+//   probe's read of the waiter's own node was sent behind the reads that
+//   found the nodes ahead gone, and ZooKeeper answers them in order.
 void LockEngine::Grant(Contender* c, bool confirmed) {
   if (confirmed_path_ && *confirmed_path_ == c->path()) {  // LocalSuccessor
     confirmed = true;

@@ -8,7 +8,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/engine/lock_engine.h"
@@ -97,9 +99,11 @@ struct LockEngine::Contender {
   bool node_gone = false;
   bool announced = false;  // kHeld and told ACQUIRED (see Grant)
   std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
-  // kListing again because its view proved stale (Advance), during a
-  // handoff that began then: kept for the grant the listing decides.
-  std::optional<engine_internal::Clock::time_point> relisted_from;
+  // Waiting for its lock's probe (Advance) during a handoff that began then:
+  // kept for the grant the probe decides.
+  std::optional<engine_internal::Clock::time_point> probed_from;
+  bool probe_wanted = false;    // a read just found its blocker gone (Arm)
+  bool probe_saw_node = false;  // a read of the probe, behind its reads, saw its node
   int create_attempts = 0;
   bool plain_delete = false;  // the local-handoff transaction failed: delete alone
   bool handoff_in_flight = false;  // the local-handoff transaction is in flight
@@ -172,6 +176,19 @@ struct LockEngine::Contender {
            state == State::kCreateUnknown || state == State::kListing ||
            state == State::kWaiting || (state == State::kHeld && !announced);
   }
+};
+
+// A stale view's probe (LockEngine::Advance): reads without a watch of the
+// other replicas' entries ahead of a waiter, sent together (one round trip;
+// ZooKeeper answers them in order), and of the waiters' own nodes behind
+// them (a grant decided from the probe is confirmed by them, see Grant).
+struct LockEngine::Probe {
+  uint64_t epoch = 0;  // the session's; replies of an older one are ignored
+  int pending = 0;     // replies still due
+  std::vector<std::string> gone;  // nodes found gone
+  std::vector<std::pair<uint64_t, uint64_t>> waiters;  // (id, gen) it re-decides
+  std::set<uint64_t> own_read;  // waiters whose own node it reads
+  std::set<uint64_t> saw_own;   // ... and saw
 };
 
 }  // namespace turnstile

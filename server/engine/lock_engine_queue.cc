@@ -31,7 +31,6 @@ void LockEngine::RequestList(const std::string& segment) {
   lock.list_wanted = false;
   SessionSlot* slot = SlotOf(segment);
   const uint64_t covers = create_counter_, epoch = slot->epoch;
-  lock.list_covers = covers;
   slot->zk->GetChildrenStat(
       options_.root + "/" + segment,
       [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
@@ -67,7 +66,6 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
     if (c->state == State::kListing && c->create_order <= covers) covered.push_back(c);
   }
   if (code == ZkCode::kOk) {
-    lock.view_stale = false;  // exact again: the listing minus what left since
     lock.queue.ReplaceWith(
         children,
         [&](const std::string& node) -> uint64_t {
@@ -171,25 +169,35 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 // A stale view. This replica forgets another replica's node only when it
 // sees it go (a watch of its own waiter, a read, a listing, a local grant),
 // so the view may still hold remote nodes that left unseen: contenders of
-// other replicas that handed over among themselves. Read one by one, k such
-// nodes cost k NO_NODE reads in series, then the grant's confirming read:
-// k + 1 requests and round trips for one handoff (10 stale nodes: 11).
-// Instead, a read that finds a node gone marks the view stale
-// (LockState::view_stale), and a waiter still blocked by a remote entry of
-// a stale view waits for one listing (one in flight per lock, shared by its
-// waiters) and decides from that exact view; a grant decided from the
-// listing is confirmed by it (see Grant). A handoff thus costs at most:
-//   k = 0: the confirming read (1 request, 1 round trip);
-//   k = 1: the NO_NODE read, then the confirming read (2, 2);
-//   k >= 2: the NO_NODE read, then the listing (2, 2), whatever k is;
-// plus, if it still waits after the listing, the read that watches its
-// real blocker. The listing's payload is O(queue): about 33 bytes a
-// contender (its name and length), so at most about 33 KB at the default
-// limit of 1,000 contenders per lock, in one reply; the reads it replaces
-// had small replies (a NO_NODE reply is a 16-byte header) but took one
-// round trip each, in series. It is sent
-// only once a read proved the view stale and a remote entry still blocks,
-// never on a handoff whose view is exact (the common case on one replica).
+// other replicas that handed over among themselves. Read one by one (each
+// NO_NODE, then Arm on the next), k such nodes cost k + 1 reads in series
+// on one handoff: k + 1 round trips (10 stale nodes: 11). Listing again
+// would cost one round trip, but SPEC section 2 allows a contender one
+// listing (a semaphore waiter two), all spent when it joined.
+//
+// So: when a read of a waiter's blocker answers NO_NODE (Arm, ArmMore: the
+// proof that the view is stale), the waiter probes (JoinProbe, in
+// lock_engine_watch.cc). It reads, without a watch, every other replica's
+// entry still ahead of it that can block it (a reader: the non-shared
+// ones), all at once, and its own node behind them when nothing local
+// blocks it; ZooKeeper answers one session's requests in order, so the
+// batch costs one round trip. The probe's end erases what is gone from the
+// shared view (so no later waiter reads those nodes again) and re-decides:
+// a grant is confirmed by the own-node read (it was sent after the reads
+// that found the nodes ahead gone, see Grant), otherwise the waiter arms
+// its one watch on what really blocks it (the usual Arm). One probe is in
+// flight per lock; a waiter whose remote blocker is in question meanwhile
+// waits for it (the readers behind one writer share it). A handoff then
+// costs 2 round trips whatever k is: the NO_NODE read, then the probe (its
+// k - 1 reads and the own read, in one wave); and in requests 1 + k: one
+// read per departed node, once, amortised O(1) per departure.
+// Bound: a probe reads at most max_contenders_per_lock entries (the
+// queue's limit: 1,000 by default), nearest first: under 100 bytes of
+// request each (mostly the path), a 16-byte reply for a node gone and about
+// 85 (header and stat) for one present, so at most about 100 KB out and
+// 85 KB back in one round trip; a view holding more (only past the limit)
+// is read on by a later probe. Nothing is listed: listings stay within SPEC.
+// A contender decided from a listing (an exact view) never waits for one.
 void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
   // Kinds (and semaphores' N) do not mix on a lock: refused for anything
@@ -199,25 +207,23 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
     return;
   }
-  const std::optional<Clock::time_point> relisted_from =
-      std::exchange(c->relisted_from, std::nullopt);
+  const bool probe_wanted = std::exchange(c->probe_wanted, false);
+  const bool probe_saw_node = std::exchange(c->probe_saw_node, false);
   const OrderDecision decision =
       Decide(lock.queue, c->seq, c->params.kind, c->params.max_holders);
   // The node to watch (for a semaphore's first waiter, the nearest of the
   // holders it watches; the others are in more_watching).
   const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.back();
-  if (ahead != nullptr && lock.view_stale &&
+  if (lock.probe != nullptr && lock.probe->epoch != SlotOf(c->segment)->epoch) {
+    lock.probe.reset();  // sent on an expired session: its replies decide nothing
+  }
+  if (ahead != nullptr && !from_listing && c->params.wait_timeout != Millis(0) &&
+      (probe_wanted || lock.probe != nullptr) &&
       std::any_of(decision.blockers.begin(), decision.blockers.end(),
                   [](const LockQueue::Entry* e) { return e->local_id == 0; })) {
-    // Blocked by another replica's entry of a view proven stale: one
-    // listing decides (see above), not a read of each entry in turn.
-    Disarm(c);
-    c->watching.clear();
-    c->state = State::kListing;
-    c->relisted_from = handoff_from_;  // a handoff goes on (measured to its grant)
-    // The listing in flight covers it if it covers its create (it was sent
-    // after the read that proved the view stale: replies come in order).
-    if (!lock.list_in_flight || c->create_order > lock.list_covers) RequestList(c->segment);
+    // Blocked by another replica's entry of a view proven stale (or being
+    // probed): one probe decides, not a read of each entry in turn.
+    JoinProbe(c, lock);
     return;
   }
   if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
@@ -248,15 +254,7 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
     return;
   }
   if (ahead == nullptr) {
-    if (relisted_from && !handoff_from_) {
-      // Granted from the listing a stale view waited for: the handoff
-      // began at the departure that made it re-decide.
-      handoff_from_ = relisted_from;
-      Grant(c, from_listing);
-      handoff_from_.reset();
-      return;
-    }
-    Grant(c, from_listing);
+    Grant(c, from_listing || probe_saw_node);
     return;
   }
   if (c->params.wait_timeout == Millis(0)) {
@@ -396,8 +394,9 @@ void LockEngine::ArmMore(Contender* c) {
               for (auto& [n, key] : c->more_watching) {
                 if (n == node) key = 0;  // no watch is left on a missing node
               }
-              MarkViewStale(c->segment);  // as in Arm
+              c->probe_wanted = true;  // the view is stale: as in Arm
               gone();
+              if (Contender* still = find(id, gen)) still->probe_wanted = false;
             } else if (IsRetryable(code)) {
               for (auto& [n, key] : c->more_watching) {
                 if (n == node) key = 0;

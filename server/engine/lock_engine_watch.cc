@@ -1,6 +1,7 @@
 // A waiter's watches: arming the one watch on the node that blocks it,
-// removing it when the waiter ends, and what a departure seen through a
-// watch or a read tells the view (NoteGone, NoteAllBefore). Part of
+// removing it when the waiter ends, what a departure seen through a watch
+// or a read tells the view (NoteGone, NoteAllBefore), and the probe of a
+// view proven stale (JoinProbe, OnProbed). Part of
 // LockEngine (server/engine/lock_engine.h).
 
 #include <algorithm>
@@ -119,10 +120,12 @@ void LockEngine::Arm(Contender* c) {
           if (code == ZkCode::kNoNode) {
             c->watch_key = 0;  // no watch is left on a missing node
             // The view still had it: other nodes ahead may have gone
-            // unseen too. One listing re-decides, not a read of each
-            // (LockEngine::Advance).
-            MarkViewStale(c->segment);
+            // unseen too. One probe reads them all at once, not one after
+            // another (LockEngine::Advance).
+            c->probe_wanted = true;
             gone();
+            auto still = contenders_.find(id);
+            if (still != contenders_.end()) still->second->probe_wanted = false;
           } else if (IsRetryable(code)) {
             c->watch_key = 0;
             Stall(c);
@@ -229,9 +232,103 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   ScheduleSweep(segment);
 }
 
-void LockEngine::MarkViewStale(const std::string& segment) {
+// A waiter whose view proved stale waits for its lock's probe, starting
+// one if none is in flight (why, and its bounds: LockEngine::Advance). The
+// starter's probe reads the other replicas' entries that can block it;
+// each waiter adds a read of its own node behind them when nothing local
+// blocks it, so that a grant the probe decides is confirmed by it.
+void LockEngine::JoinProbe(Contender* c, LockState& lock) {
+  Disarm(c);
+  c->watching.clear();
+  if (!c->probed_from) c->probed_from = handoff_from_;  // a handoff goes on
+  SessionSlot* slot = SlotOf(c->segment);
+  const bool start = lock.probe == nullptr;
+  if (start) {
+    lock.probe = std::make_shared<Probe>();
+    lock.probe->epoch = slot->epoch;
+  }
+  std::shared_ptr<Probe> p = lock.probe;
+  for (auto& [id, gen] : p->waiters) {
+    if (id == c->id) {
+      gen = c->gen;  // already waits for it
+      return;
+    }
+  }
+  p->waiters.emplace_back(c->id, c->gen);
+  // What can block it: every entry ahead (a reader: the non-shared ones).
+  const bool shared = c->params.kind == ContenderKind::kShared;
+  const int64_t capacity =
+      c->params.kind == ContenderKind::kSemaphore ? std::max<int32_t>(1, c->params.max_holders) : 1;
+  const size_t bound = options_.limits.max_contenders_per_lock;
+  int64_t local = 0;
+  std::vector<std::string> remote;
+  lock.queue.ForAhead(c->seq, [&](int32_t, const LockQueue::Entry& e) {
+    if (shared && e.kind == ContenderKind::kShared) return true;
+    if (e.local_id != 0) {
+      ++local;
+    } else if (start && remote.size() < bound) {
+      remote.push_back(e.node);
+    }
+    return local < capacity || (start && remote.size() < bound);
+  });
+  const std::string segment = c->segment, base = c->lock_path() + "/";
+  for (const std::string& node : remote) {
+    ++p->pending;
+    slot->zk->Exists(base + node, [this, segment, p, node](ZkCode code, const ZkStat&) {
+      {
+        absl::MutexLock l(&mu_);
+        if (shut_down_) return;
+        if (code == ZkCode::kNoNode) p->gone.push_back(node);
+        if (--p->pending == 0) OnProbed(segment, p);
+      }
+      Deliver();
+    });
+  }
+  if (local < capacity) {
+    ++p->pending;
+    const uint64_t id = c->id;
+    p->own_read.insert(id);
+    slot->zk->Exists(c->path(), [this, segment, p, id](ZkCode code, const ZkStat&) {
+      {
+        absl::MutexLock l(&mu_);
+        if (shut_down_) return;
+        if (code == ZkCode::kOk) p->saw_own.insert(id);
+        if (--p->pending == 0) OnProbed(segment, p);
+      }
+      Deliver();
+    });
+  }
+  if (start && p->pending == 0) OnProbed(segment, p);  // nothing to read: decide as usual
+}
+
+// The probe's replies are in: forget what they found gone (once, for every
+// waiter of this replica) and re-decide its waiters, each arming the usual
+// one watch on what really blocks it, or holding.
+void LockEngine::OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p) {
   auto it = locks_.find(segment);
-  if (it != locks_.end()) it->second.view_stale = true;
+  if (it == locks_.end() || it->second.probe != p) return;
+  LockState& lock = it->second;
+  lock.probe.reset();
+  if (p->epoch != SlotOf(segment)->epoch) return;  // OnExpired queued its waiters again
+  size_t erased = 0;
+  for (const std::string& node : p->gone) {
+    std::optional<ContenderName> name = ParseContenderName(node);
+    if (name && lock.queue.Erase(name->sequence, node)) ++erased;
+  }
+  const bool top = !handoff_from_;
+  for (const auto& [id, gen] : p->waiters) {
+    Contender* c = Find(id, gen);
+    if (c == nullptr || c->state != State::kWaiting || !c->watching.empty()) continue;
+    const std::optional<Clock::time_point> from = std::exchange(c->probed_from, std::nullopt);
+    c->probe_saw_node = p->saw_own.count(id) > 0;
+    if (top) handoff_from_ = from;  // the handoff's latency runs from its first departure
+    Advance(c, false);
+    if (top) handoff_from_.reset();
+  }
+  if (erased > 0) {
+    RefreshPositions(segment, kFrontPositions);
+    ScheduleSweep(segment);
+  }
 }
 
 void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {

@@ -10,11 +10,18 @@
 // Why one view is enough (ZooKeeper answers one session's requests and
 // delivers its watch events in order): a listing sent after a contender's
 // create contains every node ahead of that contender, and nodes ahead can
-// only disappear. Everything the engine learns about departures (delete
-// replies, watch events, reads that find nothing) arrives in the same order
-// as listings, so "the latest listing, minus what left since" is exact for
-// every contender the listing covers. Contenders created after the latest
-// listing keep their own entry until a later listing covers them.
+// only disappear, never appear. Everything the engine learns about
+// departures (delete replies, watch events, reads that find nothing)
+// arrives in the same order as listings, so the view is "the latest
+// listing, minus what this replica saw leave since". That is exact for this
+// replica's own contenders, but not across replicas: another replica's
+// node that left unseen (its contenders handed over among themselves,
+// watched by nobody here) stays in the view, a superset of the real queue.
+// Decisions stay safe (a stale entry only blocks), and a read that finds a
+// blocker gone starts a probe of the other replicas' entries ahead
+// (LockEngine::Advance, server/engine/lock_engine_queue.cc). Contenders
+// created after the latest listing keep their own entry until a later
+// listing covers them.
 //
 // Pure data, no I/O; not thread-safe (the engine's mutex guards it).
 #ifndef TURNSTILE_SERVER_RECIPE_LOCK_QUEUE_H_
