@@ -14,6 +14,7 @@
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_engine_internal.h"
 #include "server/recipe/ordering.h"
+#include "server/recipe/queue_position.h"
 
 namespace turnstile {
 
@@ -515,21 +516,11 @@ void LockEngine::AdvanceUnblocked(const std::string& segment) {
   }
 }
 
-// QUEUED is sent on every change within the last 10 places; further back
-// only when the position has halved or a second has passed, so a long queue
-// does not cost every waiter a message on every handoff.
+// QUEUED when the queue-position policy says so (server/recipe/queue_position.h).
 void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
-  // Mutex: one holder ahead = position 1, next in line. A semaphore's
-  // waiter with N ahead (all holders) is next in line too.
-  const int64_t position = c->params.kind == ContenderKind::kSemaphore
-                               ? std::max<int64_t>(1, ahead - c->params.max_holders + 1)
-                               : ahead;
+  const int64_t position = QueuePosition(c->params.kind, c->params.max_holders, ahead);
   auto now = Clock::now();
-  bool report = c->last_position < 0 || position > c->last_position ||
-                (position < c->last_position &&
-                 (position <= 10 || position * 2 <= c->last_position ||
-                  now - c->last_position_at >= std::chrono::seconds(1)));
-  if (!report) return;
+  if (!ShouldReportPosition(position, c->last_position, now - c->last_position_at)) return;
   c->last_position = position;
   c->last_position_at = now;
   LockEvent e;

@@ -311,6 +311,9 @@ void LockEngine::OnExpired(SessionSlot* slot) {
     if (SlotOf(segment) != slot) continue;
     lock.queue.Clear();
     lock.list_in_flight = lock.list_wanted = false;
+    // A probe of the old session answers for nobody: a contender of the
+    // new one that joined it would wait for a reply OnProbed ignores.
+    lock.probe.reset();
   }
   std::vector<Contender*> all;
   for (auto& [id, c] : contenders_) {
