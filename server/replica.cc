@@ -127,6 +127,10 @@ void ReplicaConfig::Register(FlagSet* f) {
             "may do what on which lock-name prefixes; deny by default; reloaded when the file "
             "changes and on SIGHUP; needs --tls-client-ca-file");
   f->String("log-level", &log_level, "error, warn, info or debug");
+  f->Bool("check-invariants", &check_invariants,
+          "for tests: after every operation the engine recounts its contenders and aborts "
+          "if a count it keeps (the per-lock loads of /metrics) is wrong; slow with many "
+          "contenders");
   if (metrics_listen.empty()) metrics_listen = kDefaultMetricsListen;
   f->String("metrics-listen", &metrics_listen,
             "Prometheus /metrics address (host:port; port 0 picks a free one; empty disables)");
@@ -199,6 +203,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.root = c.zk_root;
   eo.replica_id = c.replica_id;
   eo.limits.max_contenders_per_lock = static_cast<size_t>(c.max_contenders_per_lock);
+  eo.check_invariants = c.check_invariants;
   eo.limits.max_semaphore_holders = static_cast<int32_t>(c.max_semaphore_holders);
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);

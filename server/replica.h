@@ -71,6 +71,10 @@ struct ReplicaConfig {
   // when the file changes and on SIGHUP. Needs tls_client_ca_file.
   std::string authz_file;
   std::string log_level = "warn";
+  // Tests: the engine checks its kept counts against a full count after
+  // every operation (EngineOptions::check_invariants); slow with many
+  // contenders. The test fixtures turn it on.
+  bool check_invariants = false;
   // Prometheus /metrics address (host:port; port 0 picks one); empty = off.
   // Off for in-process replicas; Register() makes the flag default
   // kDefaultMetricsListen, so turnstiled serves metrics unless told not to.

@@ -145,6 +145,7 @@ class FakeSessionTest : public ::testing::Test {
     EngineOptions options;
     options.root = kRoot;
     options.replica_id = "fake-" + std::to_string(replicas_.size());
+    options.check_invariants = true;
     r->engine = std::make_unique<LockEngine>(std::vector<ZkSession*>{r->zk.get()},
                                              r->timers.get(), options);
     EXPECT_TRUE(r->zk->Start().ok());

@@ -94,6 +94,7 @@ ReplicaConfig TestConfig(const std::string& zk, const std::string& root) {
   c.zk_sessions = 1;
   c.drain_timeout = milliseconds(3000);
   c.log_level = "error";
+  c.check_invariants = true;
   return c;
 }
 
@@ -478,7 +479,7 @@ std::string TestBinary(const std::string& name) {
 
 std::optional<ReplicaProcess> SpawnReplicaProcess(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {TestBinary("turnstiled"), "--listen", "127.0.0.1:0",
-                                   "--log-level", "error"};
+                                   "--log-level", "error", "--check-invariants"};
   argv.insert(argv.end(), args.begin(), args.end());
   ReplicaProcess r;
   r.process = ChildProcess::Spawn(argv);

@@ -78,6 +78,7 @@ void LockEngine::Finish(Contender* c, absl::Status status) {
   if (!c->sink) return;
   auto sink = std::move(c->sink);
   c->sink = nullptr;
+  Retally(c);
   Later([sink, status = std::move(status)] { sink->OnFinish(status); });
 }
 
@@ -88,6 +89,7 @@ void LockEngine::Deliver() {
       std::deque<std::function<void()>> batch;
       {
         absl::MutexLock l(&mu_);
+        if (options_.check_invariants) CheckLoads();
         batch.swap(pending_);
       }
       if (batch.empty()) break;
@@ -152,6 +154,13 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     Contender* raw = c.get();
     contenders_.emplace(id, std::move(c));
     local.insert(id);
+    LockState& lock = locks_[segment];
+    if (lock.name.empty()) lock.name = p.name;
+    if (p.kind == ContenderKind::kSemaphore) {
+      lock.max_holders = std::max(lock.max_holders, p.max_holders);
+    }
+    Retally(raw);
+    loads_changed_.insert(segment);
     if (p.wait_timeout > Millis(0)) {
       raw->wait_timer = timers_->ScheduleAfter(p.wait_timeout, [this, id] {
         {
@@ -262,7 +271,7 @@ void LockEngine::IssueCreate(Contender* c) {
     Forget(c);
     return;
   }
-  c->state = State::kCreating;
+  SetState(c, State::kCreating);
   c->create_order = ++create_counter_;
   uint64_t id = c->id, gen = ++c->gen;
   c->zk()->Create(c->lock_path() + "/" +
@@ -304,7 +313,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // The lock's container node is missing (never made, or reaped while
     // empty): make it, then create again.
     if (++c->create_attempts > 5) {
-      c->state = State::kPendingCreate;  // no node, nothing in flight: forgotten
+      SetState(c, State::kPendingCreate);  // no node, nothing in flight: forgotten
       FailWait(c, absl::UnavailableError(absl::StrCat(
                       "cannot create the lock node for \"", c->params.name, "\"")));
       return;
@@ -319,10 +328,10 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                     if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
                       IssueCreate(c);
                     } else if (IsRetryable(code)) {
-                      c->state = State::kPendingCreate;
+                      SetState(c, State::kPendingCreate);
                       Stall(c);
                     } else if (!IsSessionGone(code)) {
-                      c->state = State::kPendingCreate;  // no node: forgotten
+                      SetState(c, State::kPendingCreate);  // no node: forgotten
                       FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path(), code));
                     }
                   }
@@ -333,7 +342,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   if (IsRetryable(code)) {
     // The create may have been applied: find our node by its uid, never
     // create a second one.
-    c->state = State::kCreateUnknown;
+    SetState(c, State::kCreateUnknown);
     Stall(c);
     return;
   }
@@ -342,7 +351,7 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // Failed for good (NO_AUTH, ...): no node and no create in flight, so
     // the contender is forgotten at once, not left in the tables (and the
     // per-lock limit and watch budget) until the session ends.
-    c->state = State::kPendingCreate;
+    SetState(c, State::kPendingCreate);
     FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path(), code));
     return;
   }
@@ -354,12 +363,12 @@ void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   EnterQueue(c);
   if (c->abandoned || !c->sink) {
     // The caller gave up while the create was in flight.
-    c->state = State::kDeleting;
+    SetState(c, State::kDeleting);
     IssueDelete(c);
     return;
   }
   // The listing sent behind the create (or the next one) decides.
-  c->state = State::kListing;
+  SetState(c, State::kListing);
 }
 
 void LockEngine::SearchOwnNode(Contender* c) {
@@ -406,17 +415,17 @@ void LockEngine::SearchOwnNode(Contender* c) {
               Contender* c = Find(id, g);
               if (c == nullptr) return;
               if (IsRetryable(code)) {
-                c->state = State::kCreateUnknown;
+                SetState(c, State::kCreateUnknown);
                 Stall(c);
               } else if (code == ZkCode::kOk) {
                 c->czxid = static_cast<uint64_t>(stat.czxid);
                 EnterQueue(c);
                 if (c->abandoned || !c->sink) {
-                  c->state = State::kDeleting;
+                  SetState(c, State::kDeleting);
                   IssueDelete(c);
                 } else {
                   // A listing sent from here covers it (its create came first).
-                  c->state = State::kListing;
+                  SetState(c, State::kListing);
                   RequestList(c->segment);
                 }
               } else if (!IsSessionGone(code)) {
@@ -451,7 +460,7 @@ void LockEngine::Release(uint64_t id) {
       NoteHoldEnded(c);
       timers_->Cancel(c->ttl_timer);
       c->ttl_timer = 0;
-      c->state = State::kDeleting;
+      SetState(c, State::kDeleting);
       if (c->slot->connected) {
         IssueDelete(c);
       } else {
@@ -501,6 +510,7 @@ void LockEngine::Abandon(uint64_t id) {
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
     c->sink = nullptr;
+    Retally(c);
     if (c->state != State::kDeleting) EndContender(c);
   }
   Deliver();
@@ -541,21 +551,6 @@ void LockEngine::EndDrain() {
   Deliver();
 }
 
-EngineStats LockEngine::stats() const {
-  absl::MutexLock l(&mu_);
-  EngineStats s = stats_;
-  s.contenders = contenders_.size();
-  s.holders = 0;
-  for (auto& [id, c] : contenders_) {
-    if (c->state == State::kHeld) ++s.holders;
-  }
-  const auto now = Clock::now();
-  for (const auto& [segment, lock] : locks_) {
-    if (lock.delayed_until > now) ++s.locks_in_delay;
-  }
-  return s;
-}
-
 void LockEngine::NoteWaitEnded(Contender* c, AcquireResult result) {
   if (c->wait_noted) return;
   c->wait_noted = true;
@@ -572,33 +567,6 @@ void LockEngine::NoteHoldEnded(Contender* c) {
     observer_->OnHoldEnded(
         std::chrono::duration<double>(Clock::now() - c->granted_at).count());
   }
-}
-
-std::vector<LockLoad> LockEngine::LockLoads() const {
-  absl::MutexLock l(&mu_);
-  std::vector<LockLoad> out;
-  out.reserve(locks_.size());
-  for (const auto& [segment, lock] : locks_) {
-    const std::set<uint64_t>& ids = lock.ids;
-    LockLoad load;
-    for (uint64_t id : ids) {
-      auto it = contenders_.find(id);
-      if (it == contenders_.end()) continue;
-      const Contender& c = *it->second;
-      if (load.name.empty()) load.name = c.params.name;
-      if (load.first_id == 0 || id < load.first_id) load.first_id = id;
-      if (c.params.kind == ContenderKind::kSemaphore) {
-        load.max_holders = std::max(load.max_holders, c.params.max_holders);
-      }
-      if (c.state == State::kHeld) {
-        ++load.holders;
-      } else if (c.waiting() && c.sink) {
-        ++load.waiters;
-      }
-    }
-    if (!load.name.empty()) out.push_back(std::move(load));
-  }
-  return out;
 }
 
 }  // namespace turnstile

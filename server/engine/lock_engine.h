@@ -191,6 +191,9 @@ struct EngineOptions {
   std::string root = "/turnstile";
   std::string replica_id = "turnstiled";
   EngineLimits limits;
+  // Tests: after every locked section, count every contender and abort if
+  // a lock's published load (LockLoads) differs. O(contenders) per call.
+  bool check_invariants = false;
 };
 
 struct ContenderView {
@@ -321,8 +324,11 @@ class LockEngine {
   // Called (outside the lock) whenever serving() changes.
   void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(mu_);
   EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Per-lock waiters and holders of this replica, exact at the call.
-  std::vector<LockLoad> LockLoads() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Per-lock waiters and holders of this replica, exact at the call. Each
+  // lock's load is kept as its contenders change; under the engine's lock
+  // the call reads only the locks that changed since the previous call, so
+  // a scrape costs grants nothing however many contenders wait.
+  std::vector<LockLoad> LockLoads() ABSL_LOCKS_EXCLUDED(mu_, loads_mu_);
   // Set before the first Open; `observer` must outlive the engine's use.
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
   // Session events of the pool (for LockObservers): `listener` gets the
@@ -419,7 +425,27 @@ class LockEngine {
     // data (a listing said so) not read yet: grants wait for the read.
     TimerQueue::Clock::time_point delayed_until{};
     bool mark_pending = false;
+    // Its load as published to scrapes (LockLoads), kept as contenders
+    // change (Retally) so a scrape never counts contenders.
+    std::string name;          // the lock's name (its first contender's)
+    int64_t holders = 0;       // contenders of kTallyHolder
+    int64_t waiters = 0;       // contenders of kTallyWaiter
+    int32_t max_holders = 0;   // the highest semaphore N among its contenders so far
   };
+  // What a contender counts as in its lock's load: a holder (kHeld,
+  // announced or not), a waiter (waiting, with a stream to tell), or
+  // nothing (ending, abandoned, forgotten).
+  enum class Tally : uint8_t { kNone, kWaiter, kHolder };
+  // Every change of a contender's state goes through here (Retally).
+  void SetState(Contender* c, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `c` again in its lock's load and the engine's holders after its
+  // state or stream changed; `gone`: it is being forgotten.
+  void Retally(Contender* c, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static Tally TallyOf(const Contender& c, bool gone);
+  // The loads by counting every contender (what the tallies must equal).
+  std::map<std::string, LockLoad> CountLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With EngineOptions::check_invariants: aborts if a tally differs from a count.
+  void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -548,6 +574,15 @@ class LockEngine {
   std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
       ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  size_t holders_ ABSL_GUARDED_BY(mu_) = 0;  // contenders of Tally::kHolder
+  // Locks whose load changed since the last LockLoads, and locks that
+  // entered a lock-delay (stats().locks_in_delay counts only these).
+  std::set<std::string> loads_changed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(mu_);
+  // The loads LockLoads last published, by segment: a scrape copies these
+  // outside mu_, and under mu_ reads only the locks that changed.
+  absl::Mutex loads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Set before the first Open (SetObserver), then only read; called with

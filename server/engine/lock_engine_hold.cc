@@ -41,7 +41,7 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
     ++stats_.handoffs_in_one_transaction;
   }
   Disarm(c);
-  c->state = State::kHeld;
+  SetState(c, State::kHeld);
   c->announced = false;
   c->handoff_from = handoff_from_;  // measured to the announcement
   c->watching.clear();
@@ -206,7 +206,7 @@ void LockEngine::Requeue(Contender* c) {
   c->stalled = false;
   c->create_attempts = 0;
   ++c->gen;
-  c->state = State::kPendingCreate;
+  SetState(c, State::kPendingCreate);
   ++stats_.requeued_lost_node;
   Step(c);
 }
@@ -425,7 +425,7 @@ void LockEngine::EndContender(Contender* c) {
     case State::kDeleting:
       return;
     default:
-      c->state = State::kDeleting;
+      SetState(c, State::kDeleting);
       // Waiters behind it advance when the delete has completed.
       if (c->slot->connected) {
         IssueDelete(c);
@@ -464,7 +464,7 @@ LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
 }
 
 void LockEngine::IssueDelete(Contender* c) {
-  c->state = State::kDeleting;
+  SetState(c, State::kDeleting);
   Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
   Contender* next = LocalSuccessor(c);
@@ -551,13 +551,18 @@ void LockEngine::Forget(Contender* c) {
     auto it = by_path_.find(c->path());
     if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
   }
+  Retally(c, /*gone=*/true);
+  loads_changed_.insert(c->segment);  // its first contender may change, or the lock go
   auto lk = locks_.find(c->segment);
   if (lk != locks_.end()) {
     lk->second.ids.erase(c->id);
     // The view is only kept while this replica has contenders on the lock
     // (a later contender lists again). A listing still in flight finds no
     // state and is dropped.
-    if (lk->second.ids.empty()) locks_.erase(lk);
+    if (lk->second.ids.empty()) {
+      delayed_locks_.erase(c->segment);
+      locks_.erase(lk);
+    }
   }
   contenders_.erase(c->id);  // destroys *c
 }

@@ -88,7 +88,8 @@ struct LockEngine::Contender {
   std::string uid;
   int64_t started_unix_ms = 0;  // ContenderInfo.started_unix_ms (Open)
   std::shared_ptr<ContenderSink> sink;  // null once ended or abandoned
-  State state = State::kPendingCreate;
+  State state = State::kPendingCreate;  // changed only by SetState
+  Tally tally = Tally::kNone;  // how its lock's load counts it (Retally)
   // Bumped whenever an operation in flight becomes stale (re-arm, reset).
   uint64_t gen = 0;
   bool stalled = false;    // an operation failed with connection loss

@@ -124,7 +124,7 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
     }
     for (Contender* c : covered) {
       if (c->state != State::kListing || Find(c->id, c->gen) == nullptr) continue;
-      c->state = State::kWaiting;
+      SetState(c, State::kWaiting);
       c->watching.clear();
       auto r = ranks.find(c->id);
       Advance(c, /*from_listing=*/true, r == ranks.end() ? -1 : r->second);
@@ -464,6 +464,7 @@ void LockEngine::StartLockDelay(const std::string& segment, const std::string& l
   const auto until = Clock::now() + delay;
   if (until <= lock.delayed_until) return;
   lock.delayed_until = until;
+  delayed_locks_.insert(segment);
   ++stats_.lock_delays_started;
   const int64_t until_unix_ms =
       std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch() + delay)
@@ -493,6 +494,7 @@ void LockEngine::ReadLockMark(const std::string& segment) {
         if (mark.delay_until_unix_ms > now_unix_ms) {
           const auto until = Clock::now() + Millis(mark.delay_until_unix_ms - now_unix_ms);
           it->second.delayed_until = std::max(it->second.delayed_until, until);
+          delayed_locks_.insert(segment);
         }
       }
       AdvanceUnblocked(segment);

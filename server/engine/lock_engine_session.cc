@@ -347,7 +347,7 @@ void LockEngine::OnExpired(SessionSlot* slot) {
     c->last_position = -1;
     c->stalled = false;
     ++c->gen;
-    c->state = State::kPendingCreate;
+    SetState(c, State::kPendingCreate);
     ++stats_.requeued_after_expiry;
   }
 }

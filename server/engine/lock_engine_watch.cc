@@ -112,7 +112,7 @@ void LockEngine::Arm(Contender* c) {
               // second and last), then an exact decision.
               Disarm(c);
               c->watching.clear();
-              c->state = State::kListing;
+              SetState(c, State::kListing);
               c->create_order = ++create_counter_;
               RequestList(c->segment);
             }

@@ -156,7 +156,8 @@ class Replica:
         argv = [os.path.join(build, "server", "turnstiled"), "--listen", "127.0.0.1:0",
                 "--zk", zk.connect, "--zk-root", root, "--metrics-listen", "",
                 "--zk-session-timeout", "4s", "--drain-timeout", "2s",
-                "--replica-id", "r%d" % index, "--log-level", "error"] + extra
+                "--replica-id", "r%d" % index, "--log-level", "error",
+                "--check-invariants"] + extra
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=None, text=True,
                                      start_new_session=True)
         # Its stdout is drained by a thread (so that it never blocks on a

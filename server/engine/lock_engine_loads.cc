@@ -1,0 +1,145 @@
+// What the engine publishes for scrapes and tests: each lock's load
+// (waiters, holders) and the engine's counters.
+//
+// A scrape must not stall grants. Counting 20,000 waiters under the
+// engine's lock took milliseconds, every scrape, while every grant waited
+// for the lock; so each lock's load is kept as its contenders change
+// (every change of state or stream goes through SetState and Retally), and
+// LockLoads reads under the lock only the locks that changed since the
+// previous call. The copy a scrape returns is made under a lock of its own.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/lock_engine_internal.h"
+
+namespace turnstile {
+
+using engine_internal::Clock;
+
+namespace {
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "turnstile engine: a published load is wrong: %s\n", what.c_str());
+  std::abort();
+}
+}  // namespace
+
+// Every kHeld contender is a holder (told or not yet told); a waiter counts
+// only while it waits with a stream to tell.
+LockEngine::Tally LockEngine::TallyOf(const Contender& c, bool gone) {
+  if (gone) return Tally::kNone;
+  if (c.state == State::kHeld) return Tally::kHolder;
+  if (c.waiting() && c.sink) return Tally::kWaiter;
+  return Tally::kNone;
+}
+
+void LockEngine::SetState(Contender* c, State s) {
+  c->state = s;
+  Retally(c);
+}
+
+void LockEngine::Retally(Contender* c, bool gone) {
+  const Tally now = TallyOf(*c, gone);
+  if (now == c->tally) return;
+  auto it = locks_.find(c->segment);
+  if (it != locks_.end()) {
+    LockState& lock = it->second;
+    if (c->tally == Tally::kHolder) --lock.holders;
+    if (c->tally == Tally::kWaiter) --lock.waiters;
+    if (now == Tally::kHolder) ++lock.holders;
+    if (now == Tally::kWaiter) ++lock.waiters;
+  }
+  if (c->tally == Tally::kHolder) --holders_;
+  if (now == Tally::kHolder) ++holders_;
+  c->tally = now;
+  loads_changed_.insert(c->segment);
+}
+
+std::map<std::string, LockLoad> LockEngine::CountLoads() const {
+  std::map<std::string, LockLoad> out;
+  for (const auto& [segment, lock] : locks_) {
+    LockLoad load;
+    for (uint64_t id : lock.ids) {
+      auto it = contenders_.find(id);
+      if (it == contenders_.end()) continue;
+      const Contender& c = *it->second;
+      if (load.name.empty()) load.name = c.params.name;
+      if (load.first_id == 0 || id < load.first_id) load.first_id = id;
+      if (c.params.kind == ContenderKind::kSemaphore) {
+        load.max_holders = std::max(load.max_holders, c.params.max_holders);
+      }
+      switch (TallyOf(c, false)) {
+        case Tally::kHolder: ++load.holders; break;
+        case Tally::kWaiter: ++load.waiters; break;
+        case Tally::kNone: break;
+      }
+    }
+    if (!load.name.empty()) out.emplace(segment, std::move(load));
+  }
+  return out;
+}
+
+void LockEngine::CheckLoads() const {
+  const std::map<std::string, LockLoad> counted = CountLoads();
+  size_t holders = 0;
+  for (const auto& [segment, lock] : locks_) {
+    auto it = counted.find(segment);
+    const LockLoad none;
+    const LockLoad& want = it == counted.end() ? none : it->second;
+    holders += static_cast<size_t>(want.holders);
+    if (lock.holders != want.holders || lock.waiters != want.waiters ||
+        (it != counted.end() && (lock.name != want.name || *lock.ids.begin() != want.first_id ||
+                                 lock.max_holders < want.max_holders))) {
+      Die(absl::StrCat("lock \"", lock.name, "\": kept holders=", lock.holders,
+                       " waiters=", lock.waiters, ", counted holders=", want.holders,
+                       " waiters=", want.waiters, " (name \"", want.name, "\")"));
+    }
+  }
+  if (holders != holders_) {
+    Die(absl::StrCat("engine: kept holders=", holders_, ", counted ", holders));
+  }
+}
+
+std::vector<LockLoad> LockEngine::LockLoads() {
+  absl::MutexLock published(&loads_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    for (const std::string& segment : loads_changed_) {
+      auto it = locks_.find(segment);
+      if (it == locks_.end() || it->second.ids.empty()) {
+        published_loads_.erase(segment);
+        continue;
+      }
+      const LockState& lock = it->second;
+      LockLoad& load = published_loads_[segment];
+      load.name = lock.name;
+      load.first_id = *lock.ids.begin();
+      load.holders = lock.holders;
+      load.waiters = lock.waiters;
+      load.max_holders = lock.max_holders;
+    }
+    loads_changed_.clear();
+  }
+  std::vector<LockLoad> out;
+  out.reserve(published_loads_.size());
+  for (const auto& [segment, load] : published_loads_) out.push_back(load);
+  return out;
+}
+
+EngineStats LockEngine::stats() const {
+  absl::MutexLock l(&mu_);
+  EngineStats s = stats_;
+  s.contenders = contenders_.size();
+  s.holders = holders_;
+  const auto now = Clock::now();
+  for (const std::string& segment : delayed_locks_) {
+    auto it = locks_.find(segment);
+    if (it != locks_.end() && it->second.delayed_until > now) ++s.locks_in_delay;
+  }
+  return s;
+}
+
+}  // namespace turnstile
