@@ -386,6 +386,9 @@ void Replica::Stop() {
   for (auto& zk : zk_) zk->Close();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
+  // The cancelled calls' last tags still run on the queue's thread; the
+  // engine must not end other calls from them once the queue shuts down.
+  engine_->Quiesce();
   // No engine timer may run once the engine is being destroyed, nor write
   // to a call once its queue is shut down.
   timers_->Shutdown();

@@ -61,6 +61,19 @@ LockEngine::~LockEngine() {
   }
 }
 
+void LockEngine::Quiesce() {
+  absl::MutexLock delivering(&deliver_mu_);  // waits for a delivery under way
+  absl::MutexLock l(&mu_);
+  shut_down_ = true;
+  for (auto& [id, c] : contenders_) {
+    c->sink = nullptr;
+    Retally(c.get());
+  }
+  pending_.clear();
+  serving_listener_ = nullptr;
+  session_listeners_.clear();
+}
+
 // ---------------------------------------------------------------------------
 // Delivery: sink calls and listeners run outside mu_, in production order.
 
@@ -90,6 +103,7 @@ void LockEngine::Deliver() {
       {
         absl::MutexLock l(&mu_);
         if (options_.check_invariants) CheckLoads();
+        if (shut_down_) pending_.clear();  // Quiesce: nothing more is delivered
         batch.swap(pending_);
       }
       if (batch.empty()) break;

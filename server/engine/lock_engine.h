@@ -251,6 +251,13 @@ class LockEngine {
       : LockEngine(std::vector<ZkSession*>{zk}, timers, std::move(options)) {}
   ~LockEngine();
   LockEngine(const LockEngine&) = delete;
+  // For the replica's stop, once the gRPC server has stopped (before its
+  // completion queue shuts down): no sink is called after this returns
+  // (one being called now is waited for), and nothing more is done.
+  // Without it, a stream cancelled by the shutdown could end another
+  // stream's call (a grant's handoff, a waiter's failure) after that call's
+  // queue had shut down, which gRPC aborts on.
+  void Quiesce() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
   LockEngine& operator=(const LockEngine&) = delete;
 
   // Validates `params` (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE)

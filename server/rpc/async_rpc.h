@@ -31,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
@@ -47,6 +48,16 @@ struct Tag {
 template <typename T, void (T::*F)(bool)>
 Tag MakeTag(T* t) {
   return Tag{[](void* self, bool ok) { (static_cast<T*>(self)->*F)(ok); }, t};
+}
+
+// True on a queue's thread once CqThread::Stop's last tag ran there: the
+// queue is shut down and gRPC aborts on any op started on it, so calls
+// start none (Begin and BeginFinish refuse). Ops are started on other
+// threads too (the engine writes events), but by then none is: the server
+// has stopped and the engine is quiesced (Replica::Stop).
+inline bool& QueueClosedOnThisThread() {
+  thread_local bool closed = false;
+  return closed;
 }
 
 // The thread that polls the server's completion queue and completes tags.
@@ -66,21 +77,33 @@ class CqThread {
       }
     });
   }
-  // After the server's Shutdown: no call starts an op any more. Drains
-  // what is left and joins. Idempotent.
+  // After the server's Shutdown: drains what is left and joins. The queue
+  // is shut down by a tag run on its own thread, so a call's tag handled
+  // before it may still start ops and none handled after it does (a read
+  // that completed with data during the drain would otherwise start the
+  // next read on a shut-down queue). Idempotent.
   void Stop() {
     if (stopped_) return;
     stopped_ = true;
-    cq_->Shutdown();
     if (thread_.joinable()) {
+      grpc::Alarm alarm;  // outlives its tag: joined below
+      Tag close{[](void* self, bool) {
+                  QueueClosedOnThisThread() = true;
+                  static_cast<CqThread*>(self)->cq_->Shutdown();
+                },
+                this};
+      alarm.Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC), &close);
       thread_.join();
     } else {
+      QueueClosedOnThisThread() = true;
+      cq_->Shutdown();
       void* tag = nullptr;
       bool ok = false;
       while (cq_->Next(&tag, &ok)) {
         Tag* t = static_cast<Tag*>(tag);
         t->run(t->self, ok);
       }
+      QueueClosedOnThisThread() = false;  // this thread goes on (another queue)
     }
   }
 
@@ -97,15 +120,19 @@ class OpCount {
  public:
   // Before starting an op; false once the call is over (do not start it).
   bool Begin() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (QueueClosedOnThisThread()) return false;
     absl::MutexLock l(&mu_);
     if (over_) return false;
     ++pending_;
     return true;
   }
-  void BeginFinish() ABSL_LOCKS_EXCLUDED(mu_) {
+  // Before the finish; false once the queue is closed (do not start it).
+  bool BeginFinish() ABSL_LOCKS_EXCLUDED(mu_) {
+    if (QueueClosedOnThisThread()) return false;
     absl::MutexLock l(&mu_);
     ++pending_;
     finish_started_ = true;
+    return true;
   }
   // After an op's tag came back (or failed to start); true when the call
   // is now over (call OnDone once).
@@ -168,6 +195,9 @@ class StreamCallCore {
       self_.reset();
       return;
     }
+    // A call that came as the queue closed: no op may start (not even
+    // the next call's request); its done tag still comes, so it stays.
+    if (QueueClosedOnThisThread()) return;
     OnArrival();
     ops_.Begin();  // the done tag
     OnStart();
@@ -215,11 +245,11 @@ class BidiCall : public StreamCallCore {
     stream_.Write(*msg, &write_tag_);
   }
   void StartWriteAndFinish(const Resp* msg, grpc::WriteOptions options, const grpc::Status& s) {
-    ops_.BeginFinish();
+    if (!ops_.BeginFinish()) return;
     stream_.WriteAndFinish(*msg, options, s, finish_tag());
   }
   void Finish(const grpc::Status& s) {
-    ops_.BeginFinish();
+    if (!ops_.BeginFinish()) return;
     stream_.Finish(s, finish_tag());
   }
 
@@ -263,7 +293,7 @@ class ServerStreamCall : public StreamCallCore {
     writer_.Write(*msg, &write_tag_);
   }
   void Finish(const grpc::Status& s) {
-    ops_.BeginFinish();
+    if (!ops_.BeginFinish()) return;
     writer_.Finish(s, finish_tag());
   }
   const Req& request() const { return req_; }
@@ -306,6 +336,11 @@ class UnaryCall {
   const Req& request() const { return req_; }
   Resp* response() { return &resp_; }
   void Finish(const grpc::Status& s) {
+    if (QueueClosedOnThisThread()) {  // no finish tag will come
+      Unref();
+      Unref();
+      return;
+    }
     if (s.ok()) {
       responder_.Finish(resp_, s, &finish_tag_);
     } else {
@@ -318,7 +353,7 @@ class UnaryCall {
   UnaryCall(Request request, grpc::ServerCompletionQueue* cq, Handler handler)
       : request_(std::move(request)), cq_(cq), handler_(std::move(handler)) {}
   void Started(bool ok) {
-    if (!ok) {
+    if (!ok || QueueClosedOnThisThread()) {
       delete this;
       return;
     }
