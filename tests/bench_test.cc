@@ -270,6 +270,46 @@ TEST(BenchTest, QuickRunReportsEveryWorkloadAgainstTheFloor) {
 }
 
 
+// W6: W2's handoffs with and without a /metrics scrape every 100 ms while
+// 2,000 waiters wait on 100 other locks. The ratio is the bench's to
+// report, not this test's to bound (timing is never asserted); the test
+// checks that both sides and the scrapes ran, and that every scrape counted
+// every parked waiter (the per-lock loads the engine keeps as contenders
+// change: the replica here also recounts them after every operation,
+// --check-invariants, and aborts on a difference).
+TEST(BenchTest, ScrapeCostRunComparesHandoffsWithAndWithoutScrapes) {
+  ZkServer& zk = SharedZkServer();
+  ASSERT_TRUE(zk.running());
+  ReplicaConfig config = TestConfig(zk.ConnectString(), UniqueRoot("bench-w6"));
+  config.metrics_listen = "127.0.0.1:0";
+  config.max_streams = 5000;
+  std::unique_ptr<Replica> replica = StartReplica(config);
+  ASSERT_TRUE(replica);
+  ASSERT_GT(replica->metrics_port(), 0);
+  BenchRun run = RunBench({"--quick", "--workloads", "w6", "--warmup", "0", "--server",
+                           replica->address(), "--zk", zk.ConnectString(), "--zk-root",
+                           config.zk_root, "--zk-fsync", "off", "--metrics",
+                           "127.0.0.1:" + std::to_string(replica->metrics_port())},
+                          std::chrono::seconds(120));
+  const std::string& output = run.output;
+  ASSERT_TRUE(run.code.has_value()) << "turnstile-bench did not exit; output:\n" << output;
+  ASSERT_EQ(*run.code, 0) << output;
+  ASSERT_EQ(run.json_lines, 1u) << output;
+  ASSERT_TRUE(run.by_workload.count("w6")) << output;
+  const JsonValue& j = run.by_workload["w6"];
+  EXPECT_EQ(j["parked_waiters"].number, 2000);
+  EXPECT_EQ(j["parked_locks"].number, 100);
+  EXPECT_GT(j["quiet"]["handoffs"].number, 0) << output;
+  EXPECT_GT(j["scraped"]["handoffs"].number, 0) << output;
+  EXPECT_GT(j["scrapes"]["count"].number, 0) << output;
+  // Each scrape saw the 2,000 parked waiters (and at most W2's 16 more:
+  // between a release and the next grant all 16 clients may wait).
+  EXPECT_GE(j["scrapes"]["fewest_waiters"].number, 2000) << output;
+  EXPECT_LE(j["scrapes"]["most_waiters"].number, 2000 + 16) << output;
+  EXPECT_GT(j["ratio"]["handoff_p99_ms"].number, 0) << output;
+  EXPECT_NE(output.find("handoff p99 scraped / quiet"), std::string::npos) << output;
+}
+
 // W5 at a tenth of its default size against the real ZooKeeper: 2,000
 // waiters (1,000 on one lock, 1,000 over 100 locks) plus 10 reference locks
 // with 10 waiters, every lock first taken by one holder, on a replica

@@ -72,6 +72,7 @@ int RunBench(int argc, char** argv) {
     if (secure && w == "w2") ok &= RunSecurity(o, "w2", o.w2_clients, true, checks);
     if (secure && w == "w3") ok &= RunSecurity(o, "w3", o.w3_clients, false, checks);
     if (w == "w4") ok &= RunW4(o);
+    if (w == "w6") ok &= RunW6(o);
     if (w == "w5") {
       const int w5 = RunW5(o);
       ok &= w5 == 0;

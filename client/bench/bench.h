@@ -8,6 +8,7 @@
 //                   [--herd-sizes 10,100,1000,10000]
 //                   [--w5-waiters 20000] [--w5-idle 5s]
 //                   [--w5-restart-zk CMD] [--bare-server PATH] [--quick]
+//                   [--metrics 127.0.0.1:9464]
 //                   [--secure-server LABEL=ADDRESS,ca=FILE[,cert=FILE,key=FILE]
 //                                    [,server-name=NAME][,pid=PID][,rules=N]]...
 //
@@ -38,6 +39,11 @@
 //       same proto and no engine) holds the same number of idle streams,
 //       opened the same way, and the replica's RSS is reported over its RSS
 //       (target <= 1.15; gRPC alone costs ~17 KB per waiting call).
+//   w6  scrape cost (only when named): W2 while --w5-waiters wait on 100
+//       other locks of the replica (each held), in slices interleaved
+//       quiet and with a scrape of --metrics every 100 ms; reports the
+//       handoff p99 scraped over quiet (target <= 1.2) and the scrapes'
+//       duration.
 // With --secure-server (security.h), W1..W3 also run over plaintext and
 // over each such replica (TLS, mutual TLS, mutual TLS with a policy of N
 // rules), interleaved, each reported as a ratio to plaintext and the

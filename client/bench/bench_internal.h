@@ -56,6 +56,8 @@ struct BenchOptions {
   std::string zk_fsync = "unknown";
   // The replica's process id, for W5's RSS and CPU (/proc); 0 = not known.
   int server_pid = 0;
+  // The replica's /metrics (--metrics-listen): W6 scrapes it.
+  std::string metrics = "127.0.0.1:9464";
   // ZooKeeper's process id, for its CPU per cycle in W1..W3; 0 = not known.
   int zk_pid = 0;
   std::vector<std::string> workloads = {"w1", "w2", "w3", "w4", "w5"};

@@ -120,7 +120,8 @@ bool ParseWorkloads(const std::string& text, std::vector<std::string>* out) {
     if (comma == std::string::npos) comma = text.size();
     std::string item = text.substr(pos, comma - pos);
     for (char& ch : item) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (item != "w1" && item != "w2" && item != "w3" && item != "w4" && item != "w5") {
+    if (item != "w1" && item != "w2" && item != "w3" && item != "w4" && item != "w5" &&
+        item != "w6") {
       return false;
     }
     bool dup = false;
@@ -199,14 +200,20 @@ int ParseFlags(int argc, char** argv, BenchOptions* o) {
            Checked("server-pid", "is not a process id", [o](const std::string& v) {
              return OneInt(v, 1, 1 << 30, &o->server_pid);
            }));
+  f.Custom("metrics", o->metrics,
+           "the replica's /metrics address (host:port), scraped by w6",
+           Checked("metrics", "must be host:port", [o](const std::string& v) {
+             o->metrics = v;
+             return v.find(':') != std::string::npos;
+           }));
   f.Custom("zk-pid", "",
            "ZooKeeper's process id, for its CPU and context switches per cycle\n"
            "      on each side (w1..w3)",
            Checked("zk-pid", "is not a process id", [o](const std::string& v) {
              return OneInt(v, 1, 1 << 30, &o->zk_pid);
            }));
-  f.Custom("workloads", "w1,w2,w3,w4,w5", "a list of w1,w2,w3,w4,w5",
-           Checked("workloads", "is not a list of w1,w2,w3,w4,w5",
+  f.Custom("workloads", "w1,w2,w3,w4,w5", "a list of w1,w2,w3,w4,w5,w6 (w6 only when named)",
+           Checked("workloads", "is not a list of w1,w2,w3,w4,w5,w6",
                    [o](const std::string& v) { return ParseWorkloads(v, &o->workloads); }));
   f.Custom("duration", FormatDuration(o->duration),
            "per workload and side, e.g. 5s, 500ms (100ms..1h)",

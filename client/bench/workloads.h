@@ -23,6 +23,9 @@ bool RunW4(const BenchOptions& o);
 // W5 (scale_report.cc): 0 ran and passed its checks, 1 did not run
 // through, 3 a correctness check failed.
 int RunW5(const BenchOptions& o);
+// W6 (scrape.cc): W2 with --w5-waiters parked on other locks, with and
+// without a /metrics scrape every 100 ms. False if it did not run through.
+bool RunW6(const BenchOptions& o);
 
 }  // namespace turnstile::bench
 

@@ -10,6 +10,7 @@
 #   bash deploy/local/bench.sh --no-fsync      # ZooKeeper without fsync (forceSync=no)
 #   bash deploy/local/bench.sh --workloads w4 --herd-sizes 10,100,1000
 #   bash deploy/local/bench.sh --workloads w5  # only the 20,000 waiters on one replica
+#   bash deploy/local/bench.sh --workloads w6  # what a /metrics scrape costs handoffs
 #   bash deploy/local/bench.sh --no-zk-restart # W5 without its ZooKeeper restart
 #   bash deploy/local/bench.sh --workloads w1,w2,w3 --security
 #                                              # W1..W3 also over TLS, mutual TLS and
@@ -128,7 +129,8 @@ start=$SECONDS
 start_zookeeper "" "$force_sync"
 replica_flags=(--zk-session-timeout 30s --zk-sessions 4
   --max-contenders-per-lock 20001 --max-streams 25000 --max-watch-bytes $((900 * 1024)))
-start_turnstiled "" "${replica_flags[@]}"
+metrics_port=$(free_port)  # W6 scrapes it
+start_turnstiled "" "${replica_flags[@]}" --metrics-listen "127.0.0.1:$metrics_port"
 
 # --security: the PKI, the policies and one replica per secure side.
 secure_args=()
@@ -190,6 +192,7 @@ echo
 rc=0
 timeout --signal=TERM --kill-after=10 "${TURNSTILE_BENCH_TIMEOUT:-600}" \
   "$bin/client/bench/turnstile-bench" --server "127.0.0.1:$ts_port" --zk "127.0.0.1:$zk_port" \
+  --metrics "127.0.0.1:$metrics_port" \
   --zk-fsync "$fsync_label" --server-pid "$ts_pid" --zk-pid "$(current_zk_pid)" \
   --bare-server "$bin/client/bench/turnstile-bare-server" ${restart_args[@]+"${restart_args[@]}"} \
   ${secure_args[@]+"${secure_args[@]}"} ${bench_args[@]+"${bench_args[@]}"} || rc=$?
