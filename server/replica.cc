@@ -185,6 +185,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   SetZkClientLogLevel(c.log_level);
 
   r->timers_ = std::make_unique<TimerQueue>();
+  r->housekeeping_ = std::make_unique<TimerQueue>("ts-housekeep");
   ZkClientOptions zo;
   zo.connect_string = c.zk;
   zo.session_timeout = c.zk_session_timeout;
@@ -323,7 +324,7 @@ int64_t Replica::tls_not_after() const {
 }
 
 void Replica::ScheduleFileChecks() {
-  timers_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
+  housekeeping_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
     if (policy_ != nullptr) policy_->Reload(false);
     if (verifier_ != nullptr) verifier_->ReloadCrl(false);
     if (verifier_ != nullptr) verifier_->ReloadCa(false);
@@ -339,12 +340,13 @@ void Replica::ScheduleFileChecks() {
 // stays at ~440 MB once 20,000 streams have ended, with 2 MB of it in use).
 // malloc_trim(0) also returns the free pages inside the heap. It holds each
 // malloc arena's lock while it walks it (12-45 ms per trim at W5's size, on
-// the timer thread), so it runs only after a large drop: checked every 5 s,
+// its own housekeeping thread: the engine's timers never wait for it, though
+// a thread that allocates meanwhile may), so it runs only after a large drop: checked every 5 s,
 // once a quarter of the peak since the last trim, and at least 512 streams
 // (~10 MB), have ended.
 void Replica::ScheduleHeapTrim() {
 #ifdef __GLIBC__
-  timers_->ScheduleAfter(std::chrono::seconds(5), [this] {
+  housekeeping_->ScheduleAfter(std::chrono::seconds(5), [this] {
     constexpr size_t kTrimAfterStreamsEnded = 512;
     const size_t open = service_->open_streams();
     trim_peak_streams_ = std::max(trim_peak_streams_, open);
@@ -392,6 +394,7 @@ void Replica::Stop() {
   // No engine timer may run once the engine is being destroyed, nor write
   // to a call once its queue is shut down.
   timers_->Shutdown();
+  housekeeping_->Shutdown();
   cq_thread_->Stop();
 }
 

@@ -155,6 +155,10 @@ class Replica {
   ReplicaConfig config_;
   int port_ = 0;
   std::unique_ptr<TimerQueue> timers_;
+  // File reloads and heap trims: a thread of their own, so that a 12-45 ms
+  // malloc_trim or a slow file read never delays a wait timeout, a lease or
+  // a heartbeat on timers_.
+  std::unique_ptr<TimerQueue> housekeeping_;
   std::vector<std::unique_ptr<ZkSession>> zk_;
   std::unique_ptr<LockEngine> engine_;
   // The Observe RPC's hub (its watchers end with the sessions' Close).

@@ -28,9 +28,10 @@ class TimerQueue {
   using Clock = std::chrono::steady_clock;
   using TimerId = uint64_t;  // 0 is never a valid id
 
-  TimerQueue()
-      : thread_([this] {
-          pthread_setname_np(pthread_self(), "ts-timers");
+  // `name` (up to 15 bytes) names the thread for top -H, perf and /proc.
+  explicit TimerQueue(const char* name = "ts-timers")
+      : thread_([this, name] {
+          pthread_setname_np(pthread_self(), name);
           Run();
         }) {}
   ~TimerQueue() { Shutdown(); }
