@@ -418,27 +418,7 @@ class LockEngine {
   // A connected session (the lowest index), or null; no lock needed.
   ZkSession* AnyConnected() const;
 
-  // This replica's state of one lock.
-  struct LockState {
-    std::set<uint64_t> ids;  // local contenders
-    LockQueue queue;
-    bool list_in_flight = false;
-    bool list_wanted = false;     // a create was sent after the listing in flight
-    // The probe in flight (Advance): reads of the other replicas' entries
-    // ahead of a waiter whose view proved stale. Null: none.
-    std::shared_ptr<Probe> probe;
-    bool sweep_scheduled = false;  // a position sweep is due
-    // Lock-delay: no grant before this. mark_pending: the lock node has
-    // data (a listing said so) not read yet: grants wait for the read.
-    TimerQueue::Clock::time_point delayed_until{};
-    bool mark_pending = false;
-    // Its load as published to scrapes (LockLoads), kept as contenders
-    // change (Retally) so a scrape never counts contenders.
-    std::string name;          // the lock's name (its first contender's)
-    int64_t holders = 0;       // contenders of kTallyHolder
-    int64_t waiters = 0;       // contenders of kTallyWaiter
-    int32_t max_holders = 0;   // the highest semaphore N among its contenders so far
-  };
+  struct LockState;  // this replica's state of one lock (lock_engine_internal.h)
   // What a contender counts as in its lock's load: a holder (kHeld,
   // announced or not), a waiter (waiting, with a stream to tell), or
   // nothing (ending, abandoned, forgotten).

@@ -179,6 +179,28 @@ struct LockEngine::Contender {
   }
 };
 
+// This replica's state of one lock.
+struct LockEngine::LockState {
+  std::set<uint64_t> ids;  // local contenders
+  LockQueue queue;
+  bool list_in_flight = false;
+  bool list_wanted = false;     // a create was sent after the listing in flight
+  // The probe in flight (Advance): reads of the other replicas' entries
+  // ahead of a waiter whose view proved stale. Null: none.
+  std::shared_ptr<Probe> probe;
+  bool sweep_scheduled = false;  // a position sweep is due
+  // Lock-delay: no grant before this. mark_pending: the lock node has
+  // data (a listing said so) not read yet: grants wait for the read.
+  engine_internal::Clock::time_point delayed_until{};
+  bool mark_pending = false;
+  // Its load as published to scrapes (LockLoads), kept as contenders
+  // change (Retally) so a scrape never counts contenders.
+  std::string name;          // the lock's name (its first contender's)
+  int64_t holders = 0;       // contenders counted Tally::kHolder
+  int64_t waiters = 0;       // contenders counted Tally::kWaiter
+  int32_t max_holders = 0;   // the highest semaphore N among its contenders so far
+};
+
 // A stale view's probe (LockEngine::Advance): reads without a watch of the
 // other replicas' entries ahead of a waiter, sent together (one round trip;
 // ZooKeeper answers them in order), and of the waiters' own nodes behind
