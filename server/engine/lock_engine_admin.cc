@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_engine_internal.h"
+#include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
 namespace turnstile {
@@ -212,23 +213,8 @@ void LockEngine::Revoke(
 // meanwhile needs no asking. Called with mu_ held.
 void LockEngine::RequestRevokeOfHolders(Contender* c) {
   c->revoke_sent = true;
-  std::vector<std::string> paths;
-  const LockQueue& q = locks_[c->segment].queue;
-  bool stop = false;
-  q.ForFront(q.size(), [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
-    if (stop || e.node == c->node) {
-      stop = true;
-      return;
-    }
-    if (rank > 0 && e.kind != ContenderKind::kShared) {
-      stop = true;  // a waiting writer: the holders end before it
-      return;
-    }
-    paths.push_back(c->lock_path() + "/" + e.node);
-    stop = e.kind != ContenderKind::kShared;  // an exclusive front holds alone
-  });
-  for (const std::string& path : paths) {
-    WriteRevoke(c->zk(), path, ShownRequester(c->params.identity, c->params.owner),
+  for (const std::string& node : RevokeTargets(locks_[c->segment].queue, c->node)) {
+    WriteRevoke(c->zk(), c->lock_path() + "/" + node, ShownRequester(c->params.identity, c->params.owner),
                 c->params.revoke_reason, 5, [](absl::Status, const std::string&) {});
   }
 }

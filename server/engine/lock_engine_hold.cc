@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_engine_internal.h"
+#include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
 namespace turnstile {
@@ -447,16 +448,11 @@ void LockEngine::EndContender(Contender* c) {
 // the holder's node is deleted alone and the successor re-queues on the
 // usual path (its confirming read finds no node).
 LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
-  // Not for a semaphore: its holders are not a front of one, and its first
-  // waiter learns of any holder's departure from its own watch.
-  if (c->plain_delete || c->node.empty() || c->params.kind == ContenderKind::kSemaphore) {
-    return nullptr;
-  }
-  LockState& lock = locks_[c->segment];
-  if (!lock.queue.Contains(c->seq, c->node) || lock.queue.Ahead(c->seq) != nullptr) {
-    return nullptr;  // not the front: deleting it grants no one
-  }
-  Contender* next = LocalOf(lock.queue.Behind(c->seq));
+  if (c->plain_delete) return nullptr;
+  // The rule (handoff_rules.h), then whether the one behind is a local
+  // waiter that watches this node.
+  Contender* next = LocalOf(
+      HandoffSuccessor(locks_[c->segment].queue, c->seq, c->node, c->params.kind));
   if (next == nullptr || next->state != State::kWaiting || next->watching != c->node) {
     return nullptr;
   }

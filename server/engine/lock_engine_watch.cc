@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_engine_internal.h"
+#include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
 namespace turnstile {
@@ -208,19 +209,19 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
   // exclusive node went, every shared contender behind it up to the next
   // exclusive one (they all watched it). A reader's departure concerns only
   // the one behind it, so it costs no walk.
+  // (The rule: WhoDecidesAgain, handoff_rules.h.) Each is re-decided if
+  // it is a local waiter: the first whatever it watched, the others only if
+  // they watched the departed node.
   std::vector<Contender*> next;
-  q.ForBehind(gone->sequence, [&](int32_t, const LockQueue::Entry& e) {
-    AssertHeld();
-    Contender* n = LocalOf(&e);
-    if (n != nullptr && n->state == State::kWaiting && (next.empty() || n->watching == node)) {
+  bool first = true;
+  for (int32_t seq : WhoDecidesAgain(q, gone->sequence, gone->kind)) {
+    Contender* n = LocalOf(q.Find(seq));
+    if (n != nullptr && n->state == State::kWaiting && (first || n->watching == node)) {
       next.push_back(n);
-    } else if (next.empty()) {
-      next.push_back(nullptr);  // the one directly behind is not a local waiter
     }
-    return gone->kind == ContenderKind::kExclusive && e.kind == ContenderKind::kShared;
-  });
+    first = false;
+  }
   for (Contender* n : next) {
-    if (n == nullptr) continue;
     if (n->watching == node) {
       n->watching.clear();
       n->watch_key = 0;
