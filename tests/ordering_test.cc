@@ -169,12 +169,19 @@ TEST(Decide, SemaphoreFirstNHoldFirstWaiterWatchesEveryHolderOthersTheirPredeces
   EXPECT_TRUE(d.first_waiter);
   ASSERT_EQ(d.blockers.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(d.blockers[i]->node, nodes[i]) << i;  // queue order
+  // It watches its predecessor, and the other holders besides.
+  WaiterWatches dw = WatchesOf(d);
+  EXPECT_EQ(dw.nearest, nodes[2]);
+  EXPECT_EQ(dw.others, (std::vector<std::string>{nodes[0], nodes[1]}));
+  EXPECT_TRUE(WatchesOf(Decide(q, 10, ContenderKind::kSemaphore, 3)).nearest.empty());  // holds
   for (int32_t seq : {14, 15}) {
     auto w = Decide(q, seq, ContenderKind::kSemaphore, 3);
     EXPECT_FALSE(w.holds);
     EXPECT_FALSE(w.first_waiter);
     ASSERT_EQ(w.blockers.size(), 1u);
     EXPECT_EQ(w.blockers[0]->node, nodes[seq - 10 - 1]);
+    EXPECT_EQ(WatchesOf(w).nearest, nodes[seq - 10 - 1]);
+    EXPECT_TRUE(WatchesOf(w).others.empty());
   }
 }
 

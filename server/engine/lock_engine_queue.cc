@@ -306,13 +306,9 @@ std::string LockEngine::DisagreementMessage(const Contender* c, const LockQueue:
 // first waiter watches every holder ahead of it, any other waiter its
 // predecessor only. Re-armed only for what changed.
 void LockEngine::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
-  const std::string& nearest = decision.blockers.back()->node;
-  std::vector<std::string> others;
-  if (decision.first_waiter) {
-    for (size_t i = 0; i + 1 < decision.blockers.size(); ++i) {
-      others.push_back(decision.blockers[i]->node);
-    }
-  }
+  WaiterWatches watches = WatchesOf(decision);
+  const std::string& nearest = watches.nearest;
+  std::vector<std::string>& others = watches.others;
   bool same = c->first_waiter == decision.first_waiter && c->watching == nearest &&
               others.size() == c->more_watching.size();
   for (size_t i = 0; same && i < others.size(); ++i) {

@@ -49,4 +49,16 @@ const LockQueue::Entry* FirstDisagreeingAhead(const LockQueue& view, int32_t seq
   return found;
 }
 
+WaiterWatches WatchesOf(const OrderDecision& decision) {
+  WaiterWatches w;
+  if (decision.holds || decision.blockers.empty()) return w;
+  w.nearest = decision.blockers.back()->node;
+  if (decision.first_waiter) {
+    for (size_t i = 0; i + 1 < decision.blockers.size(); ++i) {
+      w.others.push_back(decision.blockers[i]->node);
+    }
+  }
+  return w;
+}
+
 }  // namespace turnstile

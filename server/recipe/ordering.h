@@ -42,6 +42,8 @@
 #define TURNSTILE_SERVER_RECIPE_ORDERING_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "server/recipe/lock_name.h"
@@ -59,6 +61,17 @@ struct OrderDecision {
   // holders), not just its predecessor. (For N = 1 both are one entry.)
   bool first_waiter = false;
 };
+
+// What a waiter watches, from its decision (!holds): `nearest`, the blocker
+// directly ahead of it (a departure, or a data change such as a grant
+// mark, makes it decide again); and, for a semaphore's first waiter,
+// `others`: every other holder ahead of it, in queue order (any one's
+// departure may let it hold). Other waiters watch one node.
+struct WaiterWatches {
+  std::string nearest;
+  std::vector<std::string> others;
+};
+WaiterWatches WatchesOf(const OrderDecision& decision);
 
 // Decides for the contender at `seq` of `kind` (for kSemaphore,
 // `max_holders` is its N >= 1). `seq` need not be in the view (a contender
