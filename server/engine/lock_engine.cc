@@ -168,6 +168,7 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
     Contender* raw = c.get();
     contenders_.emplace(id, std::move(c));
     local.insert(id);
+    slot->contenders.insert(id);
     LockState& lock = locks_[segment];
     if (lock.name.empty()) lock.name = p.name;
     if (p.kind == ContenderKind::kSemaphore) {
@@ -197,6 +198,16 @@ absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
   }
   Deliver();
   return id;
+}
+
+std::vector<LockEngine::Contender*> LockEngine::ContendersOf(const std::set<uint64_t>& ids) {
+  std::vector<Contender*> out;
+  out.reserve(ids.size());
+  for (uint64_t id : ids) {
+    auto it = contenders_.find(id);
+    if (it != contenders_.end()) out.push_back(it->second.get());
+  }
+  return out;
 }
 
 LockEngine::Contender* LockEngine::Find(uint64_t id, uint64_t gen) {

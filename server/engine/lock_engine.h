@@ -516,6 +516,10 @@ class LockEngine {
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The contenders of `ids` (a session's set), in id order: a snapshot, so
+  // the caller may change them (and the set) while it goes through them.
+  std::vector<Contender*> ContendersOf(const std::set<uint64_t>& ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -560,6 +560,7 @@ void LockEngine::Forget(Contender* c) {
       locks_.erase(lk);
     }
   }
+  c->slot->contenders.erase(c->id);
   contenders_.erase(c->id);  // destroys *c
 }
 

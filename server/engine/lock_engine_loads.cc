@@ -52,8 +52,14 @@ void LockEngine::Retally(Contender* c, bool gone) {
     if (now == Tally::kHolder) ++lock.holders;
     if (now == Tally::kWaiter) ++lock.waiters;
   }
-  if (c->tally == Tally::kHolder) --holders_;
-  if (now == Tally::kHolder) ++holders_;
+  if (c->tally == Tally::kHolder) {
+    --holders_;
+    c->slot->holders.erase(c->id);
+  }
+  if (now == Tally::kHolder) {
+    ++holders_;
+    c->slot->holders.insert(c->id);
+  }
   c->tally = now;
   loads_changed_.insert(c->segment);
 }
@@ -100,6 +106,20 @@ void LockEngine::CheckLoads() const {
   }
   if (holders != holders_) {
     Die(absl::StrCat("engine: kept holders=", holders_, ", counted ", holders));
+  }
+  // Each session's own sets: its contenders, and those that hold.
+  for (const SessionSlot& slot : slots_) {
+    std::set<uint64_t> mine, holding;
+    for (const auto& [id, c] : contenders_) {
+      if (c->slot != &slot) continue;
+      mine.insert(id);
+      if (c->state == State::kHeld) holding.insert(id);
+    }
+    if (mine != slot.contenders || holding != slot.holders) {
+      Die(absl::StrCat("session ", slot.index, ": kept ", slot.contenders.size(),
+                       " contenders and ", slot.holders.size(), " holders, counted ",
+                       mine.size(), " and ", holding.size()));
+    }
   }
 }
 

@@ -111,8 +111,8 @@ void LockEngine::OnConnected(SessionSlot* slot) {
   // RESUMED only once a read shows the holder's node is still there: a
   // deletion made while the replica was cut off (Release by lease id through
   // another replica, an operator) reaches it only after the reconnect.
-  for (auto& [id, c] : contenders_) {
-    if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
+  for (Contender* c : ContendersOf(slot->holders)) {
+    if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
   }
   StepStalled(slot);
 }
@@ -122,10 +122,9 @@ void LockEngine::OnConnected(SessionSlot* slot) {
 void LockEngine::StepStalled(SessionSlot* slot) {
   std::vector<Contender*> stalled;
   std::vector<uint64_t> ttl_due;
-  for (auto& [id, c] : contenders_) {
-    if (c->slot != slot) continue;
-    if (c->stalled) stalled.push_back(c.get());
-    if (c->ttl_check_due) ttl_due.push_back(id);
+  for (Contender* c : ContendersOf(slot->contenders)) {
+    if (c->stalled) stalled.push_back(c);
+    if (c->ttl_check_due) ttl_due.push_back(c->id);
   }
   for (Contender* c : stalled) {
     c->stalled = false;
@@ -146,9 +145,8 @@ void LockEngine::OnContact(SessionSlot* slot) {
   // or the stream stalled) treats its hold as in doubt on its own.
   const auto now = Clock::now();
   const Millis interval = HeartbeatInterval(*slot);
-  for (auto& [id, c] : contenders_) {
-    if (c->slot != slot || c->state != State::kHeld || !c->announced || c->suspended ||
-        c->node_gone) {
+  for (Contender* c : ContendersOf(slot->holders)) {
+    if (c->state != State::kHeld || !c->announced || c->suspended || c->node_gone) {
       continue;
     }
     if (now - c->refreshed_at < interval / 2) continue;  // told just now
@@ -157,14 +155,14 @@ void LockEngine::OnContact(SessionSlot* slot) {
     ev.type = LockEvent::Type::kStillHeld;
     ev.safe_for = slot->SafeFor(now);
     ev.refresh_within = RefreshWithin(*slot);
-    Emit(c.get(), ev);
+    Emit(c, ev);
   }
   if (slot->in_doubt) {
     slot->in_doubt = false;
     timers_->Cancel(slot->suspend_timer);
     slot->suspend_timer = 0;
-    for (auto& [id, c] : contenders_) {
-      if (c->slot == slot && c->state == State::kHeld && c->suspended) ConfirmResume(c.get());
+    for (Contender* c : ContendersOf(slot->holders)) {
+      if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
     }
   }
   StepStalled(slot);
@@ -259,13 +257,13 @@ void LockEngine::OnDisconnected(SessionSlot* slot) {
 
 void LockEngine::Suspend(SessionSlot* slot) {
   Millis safe = slot->SafeFor(Clock::now());
-  for (auto& [id, c] : contenders_) {
-    if (c->slot != slot || c->state != State::kHeld || c->suspended || !c->announced) continue;
+  for (Contender* c : ContendersOf(slot->holders)) {
+    if (c->state != State::kHeld || c->suspended || !c->announced) continue;
     c->suspended = true;
     LockEvent ev;
     ev.type = LockEvent::Type::kSuspended;
     ev.safe_for = safe;
-    Emit(c.get(), ev);
+    Emit(c, ev);
   }
   // A disconnected replica learns of its expiry only on reconnect (and one
   // talking to a cut-off follower not even then): once the safe time has
@@ -277,8 +275,8 @@ void LockEngine::Suspend(SessionSlot* slot) {
       slot->suspend_timer = 0;
       if ((slot->connected && !slot->in_doubt) || shut_down_) return;
       std::vector<Contender*> held;
-      for (auto& [id, c] : contenders_) {
-        if (c->slot == slot && c->state == State::kHeld) held.push_back(c.get());
+      for (Contender* c : ContendersOf(slot->holders)) {
+        if (c->state == State::kHeld) held.push_back(c);
       }
       for (Contender* c : held) {
         if (!c->announced) {
@@ -315,12 +313,8 @@ void LockEngine::OnExpired(SessionSlot* slot) {
     // new one that joined it would wait for a reply OnProbed ignores.
     lock.probe.reset();
   }
-  std::vector<Contender*> all;
-  for (auto& [id, c] : contenders_) {
-    if (c->slot != slot) continue;
-    c->watch_key = 0;  // the session's watches are gone
-    all.push_back(c.get());
-  }
+  std::vector<Contender*> all = ContendersOf(slot->contenders);
+  for (Contender* c : all) c->watch_key = 0;  // the session's watches are gone
   for (Contender* c : all) {
     // Every node of the old session is gone.
     if (c->state == State::kHeld && c->announced) {
@@ -364,10 +358,8 @@ void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::st
     UpdateServing();
     Heartbeat(slot);
     std::vector<Contender*> pending;
-    for (auto& [id, c] : contenders_) {
-      if (c->slot == slot && (c->state == State::kPendingCreate || c->stalled)) {
-        pending.push_back(c.get());
-      }
+    for (Contender* c : ContendersOf(slot->contenders)) {
+      if (c->state == State::kPendingCreate || c->stalled) pending.push_back(c);
     }
     for (Contender* c : pending) {
       c->stalled = false;

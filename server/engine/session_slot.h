@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string_view>
 
 #include "server/engine/timer_queue.h"
@@ -77,6 +78,12 @@ struct SessionSlot {
   TimerQueue::TimerId heartbeat_timer = 0;
   // Sum of the path lengths this session's contenders may watch.
   size_t watched_path_bytes = 0;
+  // This session's contenders (by id, in arrival order, as the engine's
+  // map), and those of them that hold (kHeld, kept by LockEngine::Retally):
+  // a session event, a heartbeat's refresh of the holders or a suspension
+  // visits these, never another session's contenders.
+  std::set<uint64_t> contenders;
+  std::set<uint64_t> holders;
 
   bool ready() const { return connected && bootstrapped; }
   // Whether what this session reports now can be acted on: contact is not
