@@ -22,7 +22,8 @@ using engine_internal::Clock;
 
 namespace {
 [[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "turnstile engine: a published load is wrong: %s\n", what.c_str());
+  std::fprintf(stderr, "turnstile engine: a count it keeps is wrong (--check-invariants): %s\n",
+               what.c_str());
   std::abort();
 }
 }  // namespace
