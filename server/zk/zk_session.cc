@@ -21,11 +21,22 @@
 // Locks: a session's loop's work queue, its mu_ and the watch registry's are
 // leaves, taken by callers that may hold the engine's or the observers'
 // lock; neither is held while a callback runs.
+//
+// Short outages (a replica cut from ZooKeeper for a second or two, well
+// within the session): the loop watches its connection and replaces one
+// that waits on TCP rather than on ZooKeeper (WatchConnection below), and
+// reports a connection the C client dropped without telling (after a failed
+// send). Measured with tests/nemesis/short_outage.py.
 #include "server/zk/zk_session.h"
 
 #include <zookeeper/zookeeper.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -131,6 +142,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     // a live session sends closeSession, so its ephemerals vanish at once.
     if (zh_ != nullptr) zookeeper_close(zh_);
     zh_ = nullptr;
+    CloseProbe();
     // Calls that never reached ZooKeeper are answered, each exactly once
     // (their callbacks may queue more).
     loop_.RunQueued();
@@ -345,6 +357,12 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     // An exists watch stays on a missing node (ZNONODE): the watcher is kept.
     bool keeps_watch_on_no_node = false;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    // Handed to the C client (counted in in_flight_ until its completion).
+    bool counted = false;
+
+    ~CallContext() {
+      if (counted) --self->in_flight_;
+    }
 
     // Tells the observer (metrics) how the request completed.
     void Report(ZkCode code) const {
@@ -377,7 +395,11 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   void Issue(CallContext* ctx, std::function<int(zhandle_t*)> call) {
     Post([this, ctx, call = std::move(call)] {
       const int rc = zh_ != nullptr ? call(zh_) : ZINVALIDSTATE;
-      if (rc == ZOK) return;
+      if (rc == ZOK) {
+        ctx->counted = true;
+        ++in_flight_;
+        return;
+      }
       ZkCode code = MapRc(rc);
       if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
       DropWatcher(ctx->watcher_id);
@@ -608,6 +630,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   EventLoop::Interest Prepare() override {
     EventLoop::Interest in;
     if (zh_ == nullptr) return in;
+    NoticeSilentClose();  // before zookeeper_interest starts the next connection
     int fd = -1, interest = 0;
     struct timeval tv {};
     zookeeper_interest(zh_, &fd, &interest, &tv);
@@ -615,7 +638,234 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     in.events = static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
                                    ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
     in.timeout_ms = static_cast<int>(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+    const int look_ms = WatchConnection(fd);
+    if (look_ms == 0) {
+      // The connection was just replaced: ask the C client again (at once).
+      in.fd = -1;
+      in.timeout_ms = 0;
+    } else if (look_ms > 0) {
+      in.timeout_ms = in.timeout_ms < 0 ? look_ms : std::min(in.timeout_ms, look_ms);
+    }
     return in;
+  }
+
+  // ---- Short outages --------------------------------------------------
+  //
+  // A 1.7 s cut of a replica from its ZooKeeper (session 4 s) lost the
+  // hold in 1 of 4 runs: after the heal the C client took 0.3-0.5 s more
+  // to talk to ZooKeeper again, past the holder's safe time. Its
+  // connection was not broken, only waiting on TCP: data sent during the
+  // cut is retransmitted with exponential backoff (200 ms, 400, 800,
+  // 1600... on a LAN), so the next retransmission after a 1.7 s cut comes
+  // up to 1.3 s after the heal; a connect begun during the cut waits for
+  // its SYN's retransmission (1 s, then 3 s); and the C client itself only
+  // gives up on a silent connection after 2/3 of the session timeout. Like
+  // the Java client, it never replaces a connection that is merely slow.
+  //
+  // So the loop looks at its socket while a request is outstanding (or a
+  // connect is pending): TCP_INFO tells a connection waiting on TCP's
+  // backoff (data unacknowledged after two retransmission timeouts, or a
+  // SYN unanswered) from a server that is merely slow (its kernel acks our
+  // data at once). While it waits, a probe (a fresh non-blocking connect
+  // to the same server, renewed every kProbeEvery: a new SYN each time)
+  // asks whether the path works now. When the server answers the probe,
+  // the waiting connection is abandoned and the C client reconnects at
+  // once, re-attaching the same session (its id and password, with its
+  // watches re-sent): the C client's own error path fails every request of
+  // the old connection with ZCONNECTIONLOSS, each exactly once, and reports
+  // the disconnection. The session is never closed (no closeSession is
+  // sent: the connection is cut, not the session). A connect that no SYN
+  // answer reached for kConnectPatience is abandoned too, so the next
+  // attempt (the next server of the list, or a fresh SYN) does not wait
+  // for TCP's 3 s retransmission. Measured: tests/nemesis/short_outage.py.
+  static constexpr std::chrono::milliseconds kLookEvery{50};
+  static constexpr std::chrono::milliseconds kProbeLook{20};
+  static constexpr std::chrono::milliseconds kProbeEvery{100};
+  static constexpr std::chrono::milliseconds kConnectPatience{1000};
+
+  // The C client closes its socket after a failed send (ECONNRESET,
+  // EPIPE: a peer that reset the connection) and marks the handle not
+  // connected, without a session event and without failing the requests
+  // of that connection (zookeeper.c, nonblocking_send, 3.8). Measured: a
+  // replica whose ZooKeeper answered every segment with a reset never
+  // told its holders SUSPENDED. Report the disconnection here, and make
+  // the C client fail those requests (on its error path) before a new
+  // connection could answer in their place.
+  void NoticeSilentClose() {
+    if (!connected_.load() || zoo_state(zh_) != ZOO_NOTCONNECTED_STATE) return;
+    silently_closed_ = true;
+    watched_fd_ = -1;
+    connected_ = false;
+    Notify(SessionEvent::kDisconnected);
+  }
+
+  using Clock = std::chrono::steady_clock;
+
+  // On the loop, after zookeeper_interest. Returns when to look again in
+  // ms (-1: no need; 0: the connection was replaced, ask the C client
+  // again now).
+  int WatchConnection(int fd) {
+    if (fd < 0) {
+      CloseProbe();
+      watched_fd_ = -1;
+      return -1;
+    }
+    if (silently_closed_) {
+      // The first attempt after a silent close (the old socket is closed,
+      // so this is a new one): fail it, so that the C client's cleanup
+      // answers the old connection's requests, each with ZCONNECTIONLOSS.
+      silently_closed_ = false;
+      Abandon(fd, false, nullptr);
+      return 0;
+    }
+    const Clock::time_point now = Clock::now();
+    if (fd != watched_fd_) NewAttempt(fd, 0, now);
+    const int state = zoo_state(zh_);
+    const bool pending = state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE;
+    if (!pending && in_flight_ == 0 && probe_fd_ < 0) return -1;
+    if (now < next_look_) return MsUntil(next_look_, now);
+    next_look_ = now + kLookEvery;
+    // The same descriptor number may be a new connection (the C client
+    // closed the old one and the next socket got its number): tell them
+    // apart by the local port.
+    struct sockaddr_storage local {};
+    socklen_t llen = sizeof(local);
+    int port = 0;
+    if (getsockname(fd, reinterpret_cast<struct sockaddr*>(&local), &llen) == 0) {
+      port = local.ss_family == AF_INET6
+                 ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&local)->sin6_port)
+                 : ntohs(reinterpret_cast<struct sockaddr_in*>(&local)->sin_port);
+    }
+    if (port != watched_port_) NewAttempt(fd, port, now);
+    struct tcp_info ti {};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return -1;
+    bool waiting = false;  // on TCP, not on ZooKeeper
+    if (ti.tcpi_state == TCP_SYN_SENT) {
+      if (now - fd_since_ >= kConnectPatience) {
+        Abandon(fd, false, nullptr);
+        return 0;
+      }
+      waiting = now - fd_since_ >= kProbeEvery;
+    } else if (ti.tcpi_state == TCP_ESTABLISHED) {
+      // Two backoffs of the retransmission timer (data unacknowledged) or
+      // of the probe timer (data not sent yet: seen on a cut with
+      // tcpi_unacked 0 and tcpi_probes climbing); an acknowledgement of
+      // anything resets it. Healthy connections sit at 0.
+      waiting = ti.tcpi_backoff >= 2;
+    }
+    if (!waiting) {
+      CloseProbe();
+      return pending || in_flight_ > 0 ? static_cast<int>(kLookEvery.count()) : -1;
+    }
+    next_look_ = now + kProbeLook;
+    if (probe_fd_ >= 0) {
+      struct pollfd p = {probe_fd_, POLLOUT, 0};
+      int err = 0;
+      socklen_t elen = sizeof(err);
+      if (poll(&p, 1, 0) == 1 &&
+          getsockopt(probe_fd_, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0 &&
+          (p.revents & (POLLERR | POLLHUP)) == 0) {
+        CloseProbe();
+        char why[160];
+        std::snprintf(why, sizeof(why),
+                      "%s %u ms ago; the server answers a new connection",
+                      ti.tcpi_state == TCP_SYN_SENT ? "SYN unanswered, sent"
+                                                    : "TCP backing off, last ack",
+                      ti.tcpi_state == TCP_SYN_SENT
+                          ? static_cast<unsigned>(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(now - fd_since_)
+                                    .count())
+                          : ti.tcpi_last_ack_recv);
+        Abandon(fd, true, why);
+        return 0;
+      }
+      if (p.revents != 0 || now - probe_since_ >= kProbeEvery) CloseProbe();  // a fresh SYN
+    }
+    if (probe_fd_ < 0) StartProbe(now);
+    return static_cast<int>(kProbeLook.count());
+  }
+
+  void NewAttempt(int fd, int port, Clock::time_point now) {
+    if (fd != watched_fd_) next_look_ = now;  // look at once
+    watched_fd_ = fd;
+    watched_port_ = port;
+    fd_since_ = now;
+    CloseProbe();
+  }
+
+  static int MsUntil(Clock::time_point t, Clock::time_point now) {
+    return static_cast<int>(std::max<int64_t>(
+        1, std::chrono::ceil<std::chrono::milliseconds>(t - now).count()));
+  }
+
+  // A non-blocking connect to the server the C client is on (by address:
+  // no name resolution on the loop).
+  void StartProbe(Clock::time_point now) {
+    const char* server = zoo_get_current_server(zh_);
+    if (server == nullptr) return;
+    std::string s(server);
+    const size_t colon = s.rfind(':');
+    if (colon == std::string::npos) return;
+    const int port = std::atoi(s.c_str() + colon + 1);
+    const std::string host = s.substr(0, colon);
+    struct sockaddr_storage ss {};
+    socklen_t sl = 0;
+    auto* v4 = reinterpret_cast<struct sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<struct sockaddr_in6*>(&ss);
+    if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+      v4->sin_family = AF_INET;
+      v4->sin_port = htons(static_cast<uint16_t>(port));
+      sl = sizeof(*v4);
+    } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+      v6->sin6_family = AF_INET6;
+      v6->sin6_port = htons(static_cast<uint16_t>(port));
+      sl = sizeof(*v6);
+    } else {
+      return;
+    }
+    const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    if (connect(fd, reinterpret_cast<struct sockaddr*>(&ss), sl) != 0 && errno != EINPROGRESS) {
+      close(fd);  // refused at once: the server does not answer (yet)
+      return;
+    }
+    probe_fd_ = fd;
+    probe_since_ = now;
+  }
+
+  void CloseProbe() {
+    if (probe_fd_ < 0) return;
+    // Reset, not FIN: no TIME_WAIT, and the server sees the probe end at once.
+    struct linger lg {1, 0};
+    setsockopt(probe_fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(probe_fd_);
+    probe_fd_ = -1;
+  }
+
+  // Ends the C client's connection (or connect attempt) on `fd`, which it
+  // owns: shut down here (not closed: the descriptor stays the C client's
+  // until it closes it), then the C client sees the error at once and runs
+  // its error path (requests failed with ZCONNECTIONLOSS, the session event
+  // if it was connected). With `path_up` (a probe just reached the server)
+  // the C client's pause before reconnecting to the last server of its
+  // list is skipped: it exists so that a client does not spin on dead
+  // servers, and this one answers.
+  void Abandon(int fd, bool path_up, const char* why) {
+    if (why != nullptr) {
+      std::fprintf(stderr, "turnstile: ZooKeeper connection to %s waits on TCP: %s; reconnecting\n",
+                   zoo_get_current_server(zh_), why);
+    }
+    struct linger lg {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    shutdown(fd, SHUT_RDWR);
+    zookeeper_process(zh_, ZOOKEEPER_READ | ZOOKEEPER_WRITE);
+    watched_fd_ = -1;
+    if (path_up && zh_ != nullptr) {
+      int nfd = -1, interest = 0;
+      struct timeval tv {};
+      zookeeper_interest(zh_, &nfd, &interest, &tv);  // consumes the pause (fd stays -1)
+    }
   }
   void Dispatch(short revents) override {
     if (zh_ == nullptr) return;
@@ -627,6 +877,16 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
 
   const ZkClientOptions options_;
   SessionListener listener_;
+
+  // The loop's own (Close runs the last completions after the loop ended).
+  int in_flight_ = 0;  // requests the C client holds (a completion pending)
+  bool silently_closed_ = false;  // see NoticeSilentClose
+  int watched_fd_ = -1;           // the C client's socket WatchConnection knows
+  int watched_port_ = 0;          // its local port
+  Clock::time_point fd_since_{};  // when it first saw it
+  Clock::time_point next_look_{};
+  int probe_fd_ = -1;
+  Clock::time_point probe_since_{};
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
