@@ -782,7 +782,9 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
       }
       if (p.revents != 0 || now - probe_since_ >= kProbeEvery) CloseProbe();  // a fresh SYN
     }
-    if (probe_fd_ < 0) StartProbe(now);
+    // A new probe at most every kProbeEvery, also when the last one was
+    // refused at once (a server host up, its process down).
+    if (probe_fd_ < 0 && now - probe_since_ >= kProbeEvery) StartProbe(now);
     return static_cast<int>(kProbeLook.count());
   }
 
@@ -802,6 +804,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   // A non-blocking connect to the server the C client is on (by address:
   // no name resolution on the loop).
   void StartProbe(Clock::time_point now) {
+    probe_since_ = now;
     const char* server = zoo_get_current_server(zh_);
     if (server == nullptr) return;
     std::string s(server);
@@ -831,7 +834,6 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
       return;
     }
     probe_fd_ = fd;
-    probe_since_ = now;
   }
 
   void CloseProbe() {
