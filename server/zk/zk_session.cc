@@ -24,19 +24,15 @@
 //
 // Short outages (a replica cut from ZooKeeper for a second or two, well
 // within the session): the loop watches its connection and replaces one
-// that waits on TCP rather than on ZooKeeper (WatchConnection below), and
-// reports a connection the C client dropped without telling (after a failed
-// send). Measured with tests/nemesis/short_outage.py.
+// that waits on TCP rather than on ZooKeeper (tcp_stall.h), and reports a
+// connection the C client dropped without telling (after a failed send).
+// Measured with tests/nemesis/short_outage.py.
 #include "server/zk/zk_session.h"
 
 #include <zookeeper/zookeeper.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -54,6 +50,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/zk/event_loop.h"
+#include "server/zk/tcp_stall.h"
 #include "server/zk/watch_registry.h"
 
 namespace turnstile {
@@ -142,7 +139,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     // a live session sends closeSession, so its ephemerals vanish at once.
     if (zh_ != nullptr) zookeeper_close(zh_);
     zh_ = nullptr;
-    CloseProbe();
+    stall_.Forget();
     // Calls that never reached ZooKeeper are answered, each exactly once
     // (their callbacks may queue more).
     loop_.RunQueued();
@@ -649,39 +646,15 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     return in;
   }
 
-  // ---- Short outages --------------------------------------------------
+  // ---- Short outages (see tcp_stall.h) ---------------------------------
   //
-  // A 1.7 s cut of a replica from its ZooKeeper (session 4 s) lost the
-  // hold in 1 of 4 runs: after the heal the C client took 0.3-0.5 s more
-  // to talk to ZooKeeper again, past the holder's safe time. Its
-  // connection was not broken, only waiting on TCP: data sent during the
-  // cut is retransmitted with exponential backoff (200 ms, 400, 800,
-  // 1600... on a LAN), so the next retransmission after a 1.7 s cut comes
-  // up to 1.3 s after the heal; a connect begun during the cut waits for
-  // its SYN's retransmission (1 s, then 3 s); and the C client itself only
-  // gives up on a silent connection after 2/3 of the session timeout. Like
-  // the Java client, it never replaces a connection that is merely slow.
-  //
-  // So the loop looks at its socket while a request is outstanding (or a
-  // connect is pending): TCP_INFO tells a connection waiting on TCP's
-  // backoff (data unacknowledged after two retransmission timeouts, or a
-  // SYN unanswered) from a server that is merely slow (its kernel acks our
-  // data at once). While it waits, a probe (a fresh non-blocking connect
-  // to the same server, renewed every kProbeEvery: a new SYN each time)
-  // asks whether the path works now. When the server answers the probe,
-  // the waiting connection is abandoned and the C client reconnects at
-  // once, re-attaching the same session (its id and password, with its
-  // watches re-sent): the C client's own error path fails every request of
-  // the old connection with ZCONNECTIONLOSS, each exactly once, and reports
-  // the disconnection. The session is never closed (no closeSession is
-  // sent: the connection is cut, not the session). A connect that no SYN
-  // answer reached for kConnectPatience is abandoned too, so the next
-  // attempt (the next server of the list, or a fresh SYN) does not wait
-  // for TCP's 3 s retransmission. Measured: tests/nemesis/short_outage.py.
-  static constexpr std::chrono::milliseconds kLookEvery{50};
-  static constexpr std::chrono::milliseconds kProbeLook{20};
-  static constexpr std::chrono::milliseconds kProbeEvery{100};
-  static constexpr std::chrono::milliseconds kConnectPatience{1000};
+  // After a 1.7 s cut (session 4 s) the C client took 0.3-0.5 s more
+  // after the heal to talk to ZooKeeper again: its connection was waiting
+  // on TCP's backoff. The loop asks its TcpStallWatch about the C client's
+  // socket and replaces a connection that waits on TCP while the server
+  // answers a fresh one; the C client then re-attaches the same session
+  // (id and password; its watches re-sent). The session is never closed:
+  // no closeSession is sent, the connection is cut, not the session.
 
   // The C client closes its socket after a failed send (ECONNRESET,
   // EPIPE: a peer that reset the connection) and marks the handle not
@@ -694,23 +667,16 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   void NoticeSilentClose() {
     if (!connected_.load() || zoo_state(zh_) != ZOO_NOTCONNECTED_STATE) return;
     silently_closed_ = true;
-    watched_fd_ = -1;
+    stall_.Forget();
     connected_ = false;
     Notify(SessionEvent::kDisconnected);
   }
-
-  using Clock = std::chrono::steady_clock;
 
   // On the loop, after zookeeper_interest. Returns when to look again in
   // ms (-1: no need; 0: the connection was replaced, ask the C client
   // again now).
   int WatchConnection(int fd) {
-    if (fd < 0) {
-      CloseProbe();
-      watched_fd_ = -1;
-      return -1;
-    }
-    if (silently_closed_) {
+    if (fd >= 0 && silently_closed_) {
       // The first attempt after a silent close (the old socket is closed,
       // so this is a new one): fail it, so that the C client's cleanup
       // answers the old connection's requests, each with ZCONNECTIONLOSS.
@@ -718,131 +684,14 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
       Abandon(fd, false, nullptr);
       return 0;
     }
-    const Clock::time_point now = Clock::now();
-    if (fd != watched_fd_) NewAttempt(fd, 0, now);
-    const int state = zoo_state(zh_);
-    const bool pending = state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE;
-    if (!pending && in_flight_ == 0 && probe_fd_ < 0) return -1;
-    if (now < next_look_) return MsUntil(next_look_, now);
-    next_look_ = now + kLookEvery;
-    // The same descriptor number may be a new connection (the C client
-    // closed the old one and the next socket got its number): tell them
-    // apart by the local port.
-    struct sockaddr_storage local {};
-    socklen_t llen = sizeof(local);
-    int port = 0;
-    if (getsockname(fd, reinterpret_cast<struct sockaddr*>(&local), &llen) == 0) {
-      port = local.ss_family == AF_INET6
-                 ? ntohs(reinterpret_cast<struct sockaddr_in6*>(&local)->sin6_port)
-                 : ntohs(reinterpret_cast<struct sockaddr_in*>(&local)->sin_port);
-    }
-    if (port != watched_port_) NewAttempt(fd, port, now);
-    struct tcp_info ti {};
-    socklen_t len = sizeof(ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return -1;
-    bool waiting = false;  // on TCP, not on ZooKeeper
-    if (ti.tcpi_state == TCP_SYN_SENT) {
-      if (now - fd_since_ >= kConnectPatience) {
-        Abandon(fd, false, nullptr);
-        return 0;
-      }
-      waiting = now - fd_since_ >= kProbeEvery;
-    } else if (ti.tcpi_state == TCP_ESTABLISHED) {
-      // Two backoffs of the retransmission timer (data unacknowledged) or
-      // of the probe timer (data not sent yet: seen on a cut with
-      // tcpi_unacked 0 and tcpi_probes climbing); an acknowledgement of
-      // anything resets it. Healthy connections sit at 0.
-      waiting = ti.tcpi_backoff >= 2;
-    }
-    if (!waiting) {
-      CloseProbe();
-      return pending || in_flight_ > 0 ? static_cast<int>(kLookEvery.count()) : -1;
-    }
-    next_look_ = now + kProbeLook;
-    if (probe_fd_ >= 0) {
-      struct pollfd p = {probe_fd_, POLLOUT, 0};
-      int err = 0;
-      socklen_t elen = sizeof(err);
-      if (poll(&p, 1, 0) == 1 &&
-          getsockopt(probe_fd_, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0 &&
-          (p.revents & (POLLERR | POLLHUP)) == 0) {
-        CloseProbe();
-        char why[160];
-        std::snprintf(why, sizeof(why),
-                      "%s %u ms ago; the server answers a new connection",
-                      ti.tcpi_state == TCP_SYN_SENT ? "SYN unanswered, sent"
-                                                    : "TCP backing off, last ack",
-                      ti.tcpi_state == TCP_SYN_SENT
-                          ? static_cast<unsigned>(
-                                std::chrono::duration_cast<std::chrono::milliseconds>(now - fd_since_)
-                                    .count())
-                          : ti.tcpi_last_ack_recv);
-        Abandon(fd, true, why);
-        return 0;
-      }
-      if (p.revents != 0 || now - probe_since_ >= kProbeEvery) CloseProbe();  // a fresh SYN
-    }
-    // A new probe at most every kProbeEvery, also when the last one was
-    // refused at once (a server host up, its process down).
-    if (probe_fd_ < 0 && now - probe_since_ >= kProbeEvery) StartProbe(now);
-    return static_cast<int>(kProbeLook.count());
-  }
-
-  void NewAttempt(int fd, int port, Clock::time_point now) {
-    if (fd != watched_fd_) next_look_ = now;  // look at once
-    watched_fd_ = fd;
-    watched_port_ = port;
-    fd_since_ = now;
-    CloseProbe();
-  }
-
-  static int MsUntil(Clock::time_point t, Clock::time_point now) {
-    return static_cast<int>(std::max<int64_t>(
-        1, std::chrono::ceil<std::chrono::milliseconds>(t - now).count()));
-  }
-
-  // A non-blocking connect to the server the C client is on (by address:
-  // no name resolution on the loop).
-  void StartProbe(Clock::time_point now) {
-    probe_since_ = now;
-    const char* server = zoo_get_current_server(zh_);
-    if (server == nullptr) return;
-    std::string s(server);
-    const size_t colon = s.rfind(':');
-    if (colon == std::string::npos) return;
-    const int port = std::atoi(s.c_str() + colon + 1);
-    const std::string host = s.substr(0, colon);
-    struct sockaddr_storage ss {};
-    socklen_t sl = 0;
-    auto* v4 = reinterpret_cast<struct sockaddr_in*>(&ss);
-    auto* v6 = reinterpret_cast<struct sockaddr_in6*>(&ss);
-    if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-      v4->sin_family = AF_INET;
-      v4->sin_port = htons(static_cast<uint16_t>(port));
-      sl = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-      v6->sin6_family = AF_INET6;
-      v6->sin6_port = htons(static_cast<uint16_t>(port));
-      sl = sizeof(*v6);
-    } else {
-      return;
-    }
-    const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return;
-    if (connect(fd, reinterpret_cast<struct sockaddr*>(&ss), sl) != 0 && errno != EINPROGRESS) {
-      close(fd);  // refused at once: the server does not answer (yet)
-      return;
-    }
-    probe_fd_ = fd;
-  }
-
-  void CloseProbe() {
-    if (probe_fd_ < 0) return;
-    // Reset, not FIN: no TIME_WAIT, and the server sees the probe end at once.
-    struct linger lg {1, 0};
-    setsockopt(probe_fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    close(probe_fd_);
-    probe_fd_ = -1;
+    const int state = fd >= 0 ? zoo_state(zh_) : 0;
+    const TcpStallWatch::Verdict v =
+        stall_.Look(fd, state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE,
+                    in_flight_, std::chrono::steady_clock::now());
+    if (v.action == TcpStallWatch::Verdict::kKeep) return v.look_ms;
+    const bool at_once = v.action == TcpStallWatch::Verdict::kReconnectNow;
+    Abandon(fd, at_once, at_once ? v.why.c_str() : nullptr);
+    return 0;
   }
 
   // Ends the C client's connection (or connect attempt) on `fd`, which it
@@ -862,7 +711,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     shutdown(fd, SHUT_RDWR);
     zookeeper_process(zh_, ZOOKEEPER_READ | ZOOKEEPER_WRITE);
-    watched_fd_ = -1;
+    stall_.Forget();
     if (path_up && zh_ != nullptr) {
       int nfd = -1, interest = 0;
       struct timeval tv {};
@@ -883,12 +732,10 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   // The loop's own (Close runs the last completions after the loop ended).
   int in_flight_ = 0;  // requests the C client holds (a completion pending)
   bool silently_closed_ = false;  // see NoticeSilentClose
-  int watched_fd_ = -1;           // the C client's socket WatchConnection knows
-  int watched_port_ = 0;          // its local port
-  Clock::time_point fd_since_{};  // when it first saw it
-  Clock::time_point next_look_{};
-  int probe_fd_ = -1;
-  Clock::time_point probe_since_{};
+  TcpStallWatch stall_{[this] {
+    const char* server = zh_ != nullptr ? zoo_get_current_server(zh_) : nullptr;
+    return std::string(server != nullptr ? server : "");
+  }};
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
