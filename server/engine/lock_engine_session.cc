@@ -149,7 +149,9 @@ void LockEngine::OnContact(SessionSlot* slot) {
     if (c->state != State::kHeld || !c->announced || c->suspended || c->node_gone) {
       continue;
     }
-    if (now - c->refreshed_at < interval / 2) continue;  // told just now
+    // Heartbeats come twice per interval; a holder is told on about every
+    // other one.
+    if (now - c->refreshed_at < interval * 3 / 4) continue;  // told just now
     c->refreshed_at = now;
     LockEvent ev;
     ev.type = LockEvent::Type::kStillHeld;
@@ -391,16 +393,42 @@ void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::st
 // alive after t0 and its expiry is no earlier than t0 + session timeout. (A
 // read would not do: a follower cut off from the quorum keeps answering
 // reads from its own state while the leader expires the session.) A
-// heartbeat that stays unanswered counts as lost contact: after
-// kDoubtAfterHeartbeats intervals without a confirmed one, the slot's holds
+// heartbeat that stays unanswered counts as lost contact: the slot's holds
 // are SUSPENDED as on a disconnection, with the safe time left from the last
 // confirmed contact, and LOST when it runs out.
+//
+// When to doubt. A sync's round trip is about a millisecond on a LAN (tens
+// under load); one unanswered for DoubtAfter (a tenth of the session
+// timeout, or 8 round trips if that is longer) is not slow but cut off.
+// Doubting only after 2.5 heartbeat intervals of silence (2 s of a 4 s
+// session), checked every interval, told a holder SUSPENDED 1.7-2.0 s into
+// an outage with about 0.4 s of safe time left; a 1.7 s cut often went
+// unreported (tests/nemesis/short_outage.py). Now: a sync every tenth of
+// the timeout, doubt when one is unanswered for DoubtAfter, so SUSPENDED
+// comes 0.4-0.8 s into an outage of a 4 s session with about 2 s of safe
+// time (timeout - margin - sync interval - DoubtAfter). A false doubt (a
+// ZooKeeper stalled that long) costs a SUSPENDED/RESUMED pair and a moment
+// NOT_SERVING, never a hold: RESUMED still needs a confirmed contact and a
+// read of the holder's node. The silence rule stays as a backstop.
 namespace {
+// Holders are refreshed (STILL_HELD) every fifth of the timeout, as the
+// proto says; the leader-confirmed sync runs twice as often.
 constexpr int kHeartbeatsPerTimeout = 5;
+constexpr int kSyncsPerTimeout = 10;
 constexpr double kDoubtAfterHeartbeats = 2.5;
-// A holder is refreshed on every confirmed heartbeat; it may miss two
-// before its client must doubt the hold.
+constexpr int kDoubtAfterRoundTrips = 8;
+// A holder is refreshed on every other confirmed sync; it may miss two
+// refreshes before its client must doubt the hold.
 constexpr int kRefreshWithinHeartbeats = 3;
+
+Millis SyncInterval(const SessionSlot& slot) {
+  return std::max(Millis(100), slot.zk->session_timeout() / kSyncsPerTimeout);
+}
+
+// How long a sync may stay unanswered before the slot's contact is in doubt.
+Millis DoubtAfter(const SessionSlot& slot) {
+  return std::max(SyncInterval(slot), slot.heartbeat_rtt * kDoubtAfterRoundTrips);
+}
 }  // namespace
 
 Millis LockEngine::HeartbeatInterval(const SessionSlot& slot) {
@@ -414,14 +442,17 @@ Millis LockEngine::RefreshWithin(const SessionSlot& slot) {
 void LockEngine::Heartbeat(SessionSlot* slot) {
   timers_->Cancel(slot->heartbeat_timer);
   const Millis interval = HeartbeatInterval(*slot);
-  slot->heartbeat_timer = timers_->ScheduleAfter(interval, [this, slot, interval] {
+  slot->heartbeat_timer = timers_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
     {
       absl::MutexLock l(&mu_);
       slot->heartbeat_timer = 0;
       if (shut_down_) return;
       if (slot->connected) {
-        auto silent = Clock::now() - slot->last_alive;
-        if (!slot->in_doubt && silent > interval * kDoubtAfterHeartbeats) {
+        const auto now = Clock::now();
+        const auto silent = now - slot->last_alive;
+        const bool unanswered =
+            slot->heartbeat_in_flight && now - slot->heartbeat_sent_at >= DoubtAfter(*slot);
+        if (!slot->in_doubt && (unanswered || silent > interval * kDoubtAfterHeartbeats)) {
           slot->in_doubt = true;
           Suspend(slot);
           UpdateServing();
@@ -438,6 +469,7 @@ void LockEngine::SendHeartbeat(SessionSlot* slot) {
   if (slot->heartbeat_in_flight || !slot->connected) return;
   slot->heartbeat_in_flight = true;
   auto t0 = Clock::now();
+  slot->heartbeat_sent_at = t0;
   uint64_t epoch = slot->epoch;
   slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
     {

@@ -36,10 +36,13 @@ namespace turnstile {
 // margin for what the replica cannot see:
 // - the relay lag, timeout / 4: a follower tells the leader of a session's
 //   activity only in its next ping reply (every half tick), and a heartbeat
-//   is sent every fifth of the timeout, so the leader's latest news of the
-//   session may be older than the latest sync by max(heartbeat interval,
-//   tick / 2); with ZooKeeper's minimum timeout of 2 ticks that is at most
-//   timeout / 4;
+//   (sync) is sent every tenth of the timeout, so the leader's latest news
+//   of the session may be older than the latest sync by max(heartbeat
+//   interval, tick / 2). With ZooKeeper's minimum timeout of 2 ticks, tick
+//   / 2 is at most timeout / 4, and the interval (timeout / 10; it was
+//   timeout / 5) is below that: the term stays timeout / 4 for any interval
+//   up to timeout / 4, and syncing more often does not shrink it, because
+//   the tick does not depend on us;
 // - the last heartbeat's round trip (the contact may be older than its
 //   reply suggests);
 // - clock-rate drift between this host and ZooKeeper's and the time the
@@ -63,12 +66,15 @@ struct SessionSlot {
   ZkSession* zk = nullptr;
   bool connected = false;
   bool bootstrapped = false;  // the root exists on this session
-  // Connected, but no heartbeat has been confirmed by the leader for too
-  // long (kDoubtAfterHeartbeats intervals): the server this session talks
-  // to may be cut off from the quorum while it still answers reads. Holds
-  // are SUSPENDED exactly as on a disconnection until a heartbeat succeeds.
+  // Connected, but the heartbeat in flight has been unanswered for too
+  // long (DoubtAfter in lock_engine_session.cc), or none was confirmed for
+  // kDoubtAfterHeartbeats intervals: the connection may be cut, or the
+  // server this session talks to cut off from the quorum while it still
+  // answers reads. Holds are SUSPENDED exactly as on a disconnection until
+  // a heartbeat succeeds.
   bool in_doubt = false;
   bool heartbeat_in_flight = false;
+  Clock::time_point heartbeat_sent_at{};  // of the heartbeat in flight
   uint64_t epoch = 0;         // bumped on expiry
   // ZooKeeper saw this session alive at or after this time (a read sent
   // then succeeded): its expiry is no earlier than this + session timeout.

@@ -21,11 +21,18 @@
 // Locks: a session's loop's work queue, its mu_ and the watch registry's are
 // leaves, taken by callers that may hold the engine's or the observers'
 // lock; neither is held while a callback runs.
+//
+// Short outages (a replica cut from ZooKeeper for a second or two, well
+// within the session): the loop watches its connection and replaces one
+// that waits on TCP rather than on ZooKeeper (tcp_stall.h), and reports a
+// connection the C client dropped without telling (after a failed send).
+// Measured with tests/nemesis/short_outage.py.
 #include "server/zk/zk_session.h"
 
 #include <zookeeper/zookeeper.h>
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -43,6 +50,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/zk/event_loop.h"
+#include "server/zk/tcp_stall.h"
 #include "server/zk/watch_registry.h"
 
 namespace turnstile {
@@ -131,6 +139,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     // a live session sends closeSession, so its ephemerals vanish at once.
     if (zh_ != nullptr) zookeeper_close(zh_);
     zh_ = nullptr;
+    stall_.Forget();
     // Calls that never reached ZooKeeper are answered, each exactly once
     // (their callbacks may queue more).
     loop_.RunQueued();
@@ -345,6 +354,12 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     // An exists watch stays on a missing node (ZNONODE): the watcher is kept.
     bool keeps_watch_on_no_node = false;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    // Handed to the C client (counted in in_flight_ until its completion).
+    bool counted = false;
+
+    ~CallContext() {
+      if (counted) --self->in_flight_;
+    }
 
     // Tells the observer (metrics) how the request completed.
     void Report(ZkCode code) const {
@@ -377,7 +392,11 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   void Issue(CallContext* ctx, std::function<int(zhandle_t*)> call) {
     Post([this, ctx, call = std::move(call)] {
       const int rc = zh_ != nullptr ? call(zh_) : ZINVALIDSTATE;
-      if (rc == ZOK) return;
+      if (rc == ZOK) {
+        ctx->counted = true;
+        ++in_flight_;
+        return;
+      }
       ZkCode code = MapRc(rc);
       if (code == ZkCode::kSessionExpired) code = ZkCode::kConnectionLoss;
       DropWatcher(ctx->watcher_id);
@@ -608,6 +627,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
   EventLoop::Interest Prepare() override {
     EventLoop::Interest in;
     if (zh_ == nullptr) return in;
+    NoticeSilentClose();  // before zookeeper_interest starts the next connection
     int fd = -1, interest = 0;
     struct timeval tv {};
     zookeeper_interest(zh_, &fd, &interest, &tv);
@@ -615,7 +635,88 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     in.events = static_cast<short>(((interest & ZOOKEEPER_READ) ? POLLIN : 0) |
                                    ((interest & ZOOKEEPER_WRITE) ? POLLOUT : 0));
     in.timeout_ms = static_cast<int>(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+    const int look_ms = WatchConnection(fd);
+    if (look_ms == 0) {
+      // The connection was just replaced: ask the C client again (at once).
+      in.fd = -1;
+      in.timeout_ms = 0;
+    } else if (look_ms > 0) {
+      in.timeout_ms = in.timeout_ms < 0 ? look_ms : std::min(in.timeout_ms, look_ms);
+    }
     return in;
+  }
+
+  // ---- Short outages (see tcp_stall.h) ---------------------------------
+  //
+  // After a 1.7 s cut (session 4 s) the C client took 0.3-0.5 s more
+  // after the heal to talk to ZooKeeper again: its connection was waiting
+  // on TCP's backoff. The loop asks its TcpStallWatch about the C client's
+  // socket and replaces a connection that waits on TCP while the server
+  // answers a fresh one; the C client then re-attaches the same session
+  // (id and password; its watches re-sent). The session is never closed:
+  // no closeSession is sent, the connection is cut, not the session.
+
+  // The C client closes its socket after a failed send (ECONNRESET,
+  // EPIPE: a peer that reset the connection) and marks the handle not
+  // connected, without a session event and without failing the requests
+  // of that connection (zookeeper.c, nonblocking_send, 3.8). Measured: a
+  // replica whose ZooKeeper answered every segment with a reset never
+  // told its holders SUSPENDED. Report the disconnection here, and make
+  // the C client fail those requests (on its error path) before a new
+  // connection could answer in their place.
+  void NoticeSilentClose() {
+    if (!connected_.load() || zoo_state(zh_) != ZOO_NOTCONNECTED_STATE) return;
+    silently_closed_ = true;
+    stall_.Forget();
+    connected_ = false;
+    Notify(SessionEvent::kDisconnected);
+  }
+
+  // On the loop, after zookeeper_interest. Returns when to look again in
+  // ms (-1: no need; 0: the connection was replaced, ask the C client
+  // again now).
+  int WatchConnection(int fd) {
+    if (fd >= 0 && silently_closed_) {
+      // The first attempt after a silent close (the old socket is closed,
+      // so this is a new one): fail it, so that the C client's cleanup
+      // answers the old connection's requests, each with ZCONNECTIONLOSS.
+      silently_closed_ = false;
+      Abandon(fd, false, nullptr);
+      return 0;
+    }
+    const int state = fd >= 0 ? zoo_state(zh_) : 0;
+    const TcpStallWatch::Verdict v =
+        stall_.Look(fd, state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE,
+                    in_flight_, std::chrono::steady_clock::now());
+    if (v.action == TcpStallWatch::Verdict::kKeep) return v.look_ms;
+    const bool at_once = v.action == TcpStallWatch::Verdict::kReconnectNow;
+    Abandon(fd, at_once, at_once ? v.why.c_str() : nullptr);
+    return 0;
+  }
+
+  // Ends the C client's connection (or connect attempt) on `fd`, which it
+  // owns: shut down here (not closed: the descriptor stays the C client's
+  // until it closes it), then the C client sees the error at once and runs
+  // its error path (requests failed with ZCONNECTIONLOSS, the session event
+  // if it was connected). With `path_up` (a probe just reached the server)
+  // the C client's pause before reconnecting to the last server of its
+  // list is skipped: it exists so that a client does not spin on dead
+  // servers, and this one answers.
+  void Abandon(int fd, bool path_up, const char* why) {
+    if (why != nullptr) {
+      std::fprintf(stderr, "turnstile: ZooKeeper connection to %s waits on TCP: %s; reconnecting\n",
+                   zoo_get_current_server(zh_), why);
+    }
+    struct linger lg {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    shutdown(fd, SHUT_RDWR);
+    zookeeper_process(zh_, ZOOKEEPER_READ | ZOOKEEPER_WRITE);
+    stall_.Forget();
+    if (path_up && zh_ != nullptr) {
+      int nfd = -1, interest = 0;
+      struct timeval tv {};
+      zookeeper_interest(zh_, &nfd, &interest, &tv);  // consumes the pause (fd stays -1)
+    }
   }
   void Dispatch(short revents) override {
     if (zh_ == nullptr) return;
@@ -627,6 +728,14 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
 
   const ZkClientOptions options_;
   SessionListener listener_;
+
+  // The loop's own (Close runs the last completions after the loop ended).
+  int in_flight_ = 0;  // requests the C client holds (a completion pending)
+  bool silently_closed_ = false;  // see NoticeSilentClose
+  TcpStallWatch stall_{[this] {
+    const char* server = zh_ != nullptr ? zoo_get_current_server(zh_) : nullptr;
+    return std::string(server != nullptr ? server : "");
+  }};
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
