@@ -153,6 +153,12 @@ TEST_F(KindsTest, ReadersWatchTheNearestWriterAndAWriterItsPredecessor) {
   // watch that fires is its own holder's watch on its own node (on its own
   // replica's session); the late writer's replica hears nothing, and the
   // late writer still waits.
+  // (A hold watches its own node from 10 ms after its grant on: wait for
+  // that watch, which the departure below must fire.)
+  ASSERT_TRUE(WaitFor([&] {
+    auto w = SharedZkServer().WatchesByPath();
+    return w.ok() && w->count(lock + "/" + queue[1]) > 0;
+  }, milliseconds(10000))) << "reader 0 never watched its own node";
   deleted_before = MntrValue("zk_sum_node_deleted_watch_count");
   const uint64_t r2_events = r2_->zk().watch_events();
   Release(*readers[0]);  // on r1
