@@ -32,6 +32,7 @@ import ctypes
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,18 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # health probes) hold a lock at fork time, and Popen then waits for the exec
 # forever. A CI run hung exactly there, so no Python runs in a child.
 PDEATHSIG = ["setpriv", "--pdeathsig", "KILL", "--"]
+
+
+def cannot_run(prog, hint):
+    """Why `prog` cannot build a lab here (not root, a tool missing), or None.
+    `hint` says how to run it as root (e.g. "sudo ctest -L nemesis")."""
+    if os.geteuid() != 0:
+        return ("%s: must run as root (network namespaces, iptables); CI runs as root. "
+                "Run: %s" % (prog, hint))
+    for tool in ("ip", IPTABLES, "java", "setpriv"):
+        if shutil.which(tool) is None:
+            return "%s: %s not found (see deploy/debian-packages.txt)" % (prog, tool)
+    return None
 
 
 def run(argv, check=True, timeout=30):

@@ -762,15 +762,10 @@ def main():
                          "fails (default: duration + 280, under ctest's 600 s)")
     args = ap.parse_args()
 
-    if os.geteuid() != 0:
-        print("run_nemesis: must run as root (network namespaces, iptables); CI runs as root. "
-              "Run: sudo ctest -L nemesis", file=sys.stderr)
+    why = netlab.cannot_run("run_nemesis", "sudo ctest -L nemesis")
+    if why:
+        print(why, file=sys.stderr)
         return 2
-    for tool in ("ip", netlab.IPTABLES, "java", "setpriv"):
-        if shutil.which(tool) is None:
-            print("run_nemesis: %s not found (see deploy/debian-packages.txt)" % tool,
-                  file=sys.stderr)
-            return 2
     for b in (args.turnstiled, args.client, args.cli):
         if not os.access(b, os.X_OK):
             print("run_nemesis: %s is not built" % b, file=sys.stderr)

@@ -305,15 +305,10 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="list STILL_HELD events too")
     args = ap.parse_args()
 
-    if os.geteuid() != 0:
-        print("short_outage: must run as root (network namespaces, iptables); CI runs as root. "
-              "Run: sudo ctest -R short_outage", file=sys.stderr)
+    why = netlab.cannot_run("short_outage", "sudo ctest -R short_outage")
+    if why:
+        print(why, file=sys.stderr)
         return 2
-    for tool in ("ip", netlab.IPTABLES, "java", "setpriv"):
-        if shutil.which(tool) is None:
-            print("short_outage: %s not found (see deploy/debian-packages.txt)" % tool,
-                  file=sys.stderr)
-            return 2
     faulthandler.dump_traceback_later(args.budget, exit=True)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
