@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/engine/session_slot.h"
 #include "server/recipe/lock_name.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"

@@ -1,17 +1,15 @@
+// LockEngine: routes each call to the shard that owns its lock, contender
+// or lease (engine_shard.h), and gathers what the pool reports as a whole.
 #include "server/engine/lock_engine.h"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine_internal.h"
-#include "server/recipe/ordering.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+#include "server/engine/engine_shard.h"
 
 namespace turnstile {
-
-using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 const char* LostReasonName(LostReason r) {
   switch (r) {
@@ -35,563 +33,149 @@ const char* AcquireResultName(AcquireResult r) {
   return "?";
 }
 
-
 LockEngine::LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers,
                        EngineOptions options)
-    : timers_(timers), options_(std::move(options)), sessions_(sessions),
-      slots_(sessions.size()) {
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    SessionSlot* slot = &slots_[i];
-    slot->index = i;
-    slot->zk = sessions[i];
-    slot->zk->SetSessionListener([this, slot](SessionEvent e) { OnSessionEvent(slot, e); });
+    : options_(std::move(options)), sessions_(std::move(sessions)) {
+  {
+    absl::MutexLock l(&serving_mu_);
+    shard_serving_.assign(sessions_.size(), false);
+  }
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    shards_.push_back(std::make_unique<EngineShard>(sessions_[i], i, sessions_.size(), &next_id_,
+                                                    timers, options_));
+  }
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    shards_[i]->SetServingListener([this, i](bool serving) {
+      absl::MutexLock l(&serving_mu_);
+      shard_serving_[i] = serving;
+      const bool now = std::all_of(shard_serving_.begin(), shard_serving_.end(),
+                                   [](bool s) { return s; });
+      if (now == last_serving_) return;
+      last_serving_ = now;
+      if (serving_listener_) serving_listener_(now);
+    });
   }
 }
 
-LockEngine::~LockEngine() {
-  absl::MutexLock l(&mu_);
-  shut_down_ = true;
-  for (SessionSlot& slot : slots_) {
-    timers_->Cancel(slot.suspend_timer);
-    timers_->Cancel(slot.heartbeat_timer);
-  }
-  for (auto& [id, c] : contenders_) {
-    timers_->Cancel(c->wait_timer);
-    timers_->Cancel(c->ttl_timer);
-  }
-}
+LockEngine::~LockEngine() = default;
 
 void LockEngine::Quiesce() {
-  absl::MutexLock delivering(&deliver_mu_);  // waits for a delivery under way
-  absl::MutexLock l(&mu_);
-  shut_down_ = true;
-  for (auto& [id, c] : contenders_) {
-    c->sink = nullptr;
-    Retally(c.get());
-  }
-  pending_.clear();
-  serving_listener_ = nullptr;
-  session_listeners_.clear();
+  for (auto& shard : shards_) shard->Quiesce();
 }
 
-// ---------------------------------------------------------------------------
-// Delivery: sink calls and listeners run outside mu_, in production order.
-
-void LockEngine::Later(std::function<void()> fn) {
-  pending_.push_back(std::move(fn));
+EngineShard& LockEngine::ShardOfSegment(const std::string& segment) const {
+  return *shards_[SessionIndexFor(segment, shards_.size())];
 }
 
-void LockEngine::Emit(Contender* c, LockEvent e) {
-  if (!c->sink) return;
-  auto sink = c->sink;
-  Later([sink, e = std::move(e)] { sink->OnEvent(e); });
+EngineShard& LockEngine::ShardOfLease(const std::string& lease_id) const {
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
+  // A malformed id goes to the first shard, which says what is wrong.
+  return lease.ok() ? ShardOfSegment(lease->lock_segment) : *shards_[0];
 }
 
-void LockEngine::Finish(Contender* c, absl::Status status) {
-  if (!c->sink) return;
-  auto sink = std::move(c->sink);
-  c->sink = nullptr;
-  Retally(c);
-  Later([sink, status = std::move(status)] { sink->OnFinish(status); });
+size_t LockEngine::SessionIndexOf(const std::string& name) const {
+  return SessionIndexFor(EncodeLockName(name), sessions_.size());
 }
 
-void LockEngine::Deliver() {
-  for (;;) {
-    if (!deliver_mu_.TryLock()) return;  // the thread holding it delivers ours too
-    for (;;) {
-      std::deque<std::function<void()>> batch;
-      {
-        absl::MutexLock l(&mu_);
-        if (options_.check_invariants) CheckLoads();
-        if (shut_down_) pending_.clear();  // Quiesce: nothing more is delivered
-        batch.swap(pending_);
-      }
-      if (batch.empty()) break;
-      for (auto& fn : batch) fn();
-    }
-    deliver_mu_.Unlock();
-    absl::MutexLock l(&mu_);
-    if (pending_.empty()) return;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Contender lifecycle.
-
-absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& p,
+absl::StatusOr<uint64_t> LockEngine::Open(const AcquireParams& params,
                                           std::shared_ptr<ContenderSink> sink) {
-  const EngineLimits& lim = options_.limits;
-  if (absl::Status s = ValidateParams(p, lim); !s.ok()) return s;
-
-  uint64_t id;
-  {
-    absl::MutexLock l(&mu_);
-    if (draining_) {
-      return absl::UnavailableError("replica is draining (shutting down)");
-    }
-    std::string segment = EncodeLockName(p.name);
-    SessionSlot* slot = SlotOf(segment);
-    if (!slot->ready()) {
-      return absl::UnavailableError(
-          slots_.size() == 1 ? std::string("replica has no ZooKeeper session")
-                             : absl::StrCat("replica has no ZooKeeper session for this lock "
-                                            "(session ", slot->index, " of ", slots_.size(), ")"));
-    }
-    auto& local = locks_[segment].ids;
-    if (local.size() >= lim.max_contenders_per_lock) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "lock \"", p.name, "\" has ", local.size(),
-          " contenders; the limit is ", lim.max_contenders_per_lock));
-    }
-    // Every watch of a session is re-sent in one SetWatches packet on
-    // reconnect, which must fit jute.maxbuffer: budget the watched paths.
-    size_t path_bytes = options_.root.size() + segment.size() + kContenderPathOverhead;
-    if (slot->watched_path_bytes + path_bytes > lim.max_watched_path_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this replica's contenders would watch ", slot->watched_path_bytes + path_bytes,
-          " bytes of paths on ZooKeeper session ", slot->index, " of ", slots_.size(),
-          "; the limit is ", lim.max_watched_path_bytes, " per session (ZooKeeper re-sends "
-          "all of a session's watches in one packet on reconnect; see --max-watch-bytes "
-          "and --zk-sessions)"));
-    }
-    slot->watched_path_bytes += path_bytes;
-    auto c = std::make_unique<Contender>();
-    c->id = id = ++next_id_;
-    c->path_bytes = path_bytes;
-    c->params = p;
-    c->segment = segment;
-    c->root = &options_.root;
-    c->slot = slot;
-    c->uid = NewContenderUid();
-    c->started_unix_ms = NowUnixMs();
-    c->sink = std::move(sink);
-    Contender* raw = c.get();
-    contenders_.emplace(id, std::move(c));
-    local.insert(id);
-    slot->contenders.insert(id);
-    LockState& lock = locks_[segment];
-    if (lock.name.empty()) lock.name = p.name;
-    if (p.kind == ContenderKind::kSemaphore) {
-      lock.max_holders = std::max(lock.max_holders, p.max_holders);
-    }
-    Retally(raw);
-    loads_changed_.insert(segment);
-    if (p.wait_timeout > Millis(0)) {
-      raw->wait_timer = timers_->ScheduleAfter(p.wait_timeout, [this, id] {
-        {
-          absl::MutexLock l(&mu_);
-          auto it = contenders_.find(id);
-          if (it == contenders_.end()) return;
-          Contender* c = it->second.get();
-          c->wait_timer = 0;
-          if (c->waiting() && c->sink) {
-            ++stats_.timed_out;
-            FailWait(c, absl::DeadlineExceededError(absl::StrCat(
-                            "lock \"", c->params.name, "\" not acquired within wait_timeout ",
-                            c->params.wait_timeout.count(), "ms")));
-          }
-        }
-        Deliver();
-      });
-    }
-    Step(raw);
-  }
-  Deliver();
-  return id;
+  return ShardOfSegment(EncodeLockName(params.name)).Open(params, std::move(sink));
 }
 
-std::vector<LockEngine::Contender*> LockEngine::ContendersOf(const std::set<uint64_t>& ids) {
-  std::vector<Contender*> out;
-  out.reserve(ids.size());
-  for (uint64_t id : ids) {
-    auto it = contenders_.find(id);
-    if (it != contenders_.end()) out.push_back(it->second.get());
-  }
-  return out;
+void LockEngine::Release(uint64_t id) { ShardOfId(id).Release(id); }
+void LockEngine::HalfClose(uint64_t id) { ShardOfId(id).HalfClose(id); }
+void LockEngine::Abandon(uint64_t id) { ShardOfId(id).Abandon(id); }
+
+void LockEngine::ReleaseLease(
+    const std::string& lease_id,
+    std::function<void(absl::Status, const std::string& holder_identity)> done) {
+  ShardOfLease(lease_id).ReleaseLease(lease_id, std::move(done));
 }
 
-LockEngine::Contender* LockEngine::Find(uint64_t id, uint64_t gen) {
-  auto it = contenders_.find(id);
-  if (it == contenders_.end()) return nullptr;
-  if (it->second->gen != gen) return nullptr;
-  return it->second.get();
+void LockEngine::KeepAlive(const std::string& lease_id,
+                           std::function<void(absl::StatusOr<Millis>)> done) {
+  ShardOfLease(lease_id).KeepAlive(lease_id, std::move(done));
 }
 
-LockEngine::Contender* LockEngine::FindByPath(const std::string& path) {
-  auto it = by_path_.find(path);
-  if (it == by_path_.end()) return nullptr;
-  auto c = contenders_.find(it->second);
-  return c == contenders_.end() ? nullptr : c->second.get();
+void LockEngine::Revoke(const std::string& lease_id, const std::string& requester,
+                        const std::string& reason,
+                        std::function<void(absl::Status, const std::string&)> done,
+                        const std::string& identity) {
+  ShardOfLease(lease_id).Revoke(lease_id, requester, reason, std::move(done), identity);
 }
 
-// (Re)issues the ZooKeeper operation the contender's state needs.
-void LockEngine::Step(Contender* c) {
-  if (!c->slot->ready()) {
-    c->stalled = true;
-    return;
-  }
-  switch (c->state) {
-    case State::kPendingCreate:
-    case State::kCreating:
-      IssueCreate(c);
+void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                          const std::map<std::string, std::string>& metadata,
+                          std::function<void(absl::Status)> done) {
+  ShardOfLease(lease_id).Proclaim(lease_id, fencing_token, metadata, std::move(done));
+}
+
+void LockEngine::Describe(const std::string& name,
+                          std::function<void(absl::StatusOr<LockDescription>)> done) {
+  if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
+  ShardOfSegment(EncodeLockName(name)).Describe(name, std::move(done));
+}
+
+void LockEngine::List(const std::string& prefix, int limit,
+                      std::function<void(absl::StatusOr<LockList>)> done,
+                      std::function<bool(const std::string&)> visible) {
+  // Reads only: any connected session answers for every lock (the first
+  // shard says UNAVAILABLE when none is).
+  EngineShard* shard = shards_[0].get();
+  for (auto& s : shards_) {
+    if (s->connected()) {
+      shard = s.get();
       break;
-    case State::kCreateUnknown:
-      SearchOwnNode(c);
-      break;
-    case State::kListing:
-      RequestList(c->segment);
-      break;
-    case State::kWaiting:
-      Arm(c);
-      if (!c->more_watching.empty()) ArmMore(c);
-      break;
-    case State::kHeld:
-      if (c->params.kind == ContenderKind::kSemaphore && !c->mark_written) {
-        WriteGrantMark(c, 0, CreateData(c), 5);  // its reply arms the own watch
-      } else {
-        ArmOwn(c);
-      }
-      break;
-    case State::kDeleting:
-      IssueDelete(c);
-      break;
-  }
-}
-
-void LockEngine::Stall(Contender* c) {
-  c->stalled = true;  // the next kConnected retries it
-  if (!c->slot->ready()) return;
-  // The connection is already back (or the failure was an operation
-  // timeout): retry soon, but never in a tight loop.
-  uint64_t id = c->id, gen = c->gen;
-  timers_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
-    {
-      absl::MutexLock l(&mu_);
-      if (shut_down_) return;
-      Contender* c = Find(id, gen);
-      if (c == nullptr || !c->stalled || !c->slot->ready()) return;
-      c->stalled = false;
-      Step(c);
-    }
-    Deliver();
-  });
-}
-
-// The node's data is encoded for each create (a re-create after expiry
-// too) rather than kept: a waiting stream would carry it for its life.
-std::string LockEngine::CreateData(const Contender* c) const {
-  ContenderInfo info;
-  info.owner = c->params.owner;
-  info.metadata = c->params.metadata;
-  info.replica_id = options_.replica_id;
-  info.started_unix_ms = c->started_unix_ms;
-  info.ttl_ms = c->params.ttl.count();
-  info.lock_delay_ms = c->params.lock_delay.count();
-  info.identity = c->params.identity;
-  return EncodeContenderInfo(info);
-}
-
-void LockEngine::IssueCreate(Contender* c) {
-  if (c->abandoned) {
-    Forget(c);
-    return;
-  }
-  SetState(c, State::kCreating);
-  c->create_order = ++create_counter_;
-  uint64_t id = c->id, gen = ++c->gen;
-  c->zk()->Create(c->lock_path() + "/" +
-                      ContenderNodePrefix(c->params.kind, c->uid, c->params.max_holders),
-              CreateData(c), CreateMode::kEphemeralSequential,
-              [this, id, gen](ZkCode code, const std::string& path,
-                              const ZkStat& stat) {
-                OnCreated(id, gen, code, path, stat);
-                Deliver();
-              });
-  // Pipelined: ZooKeeper answers one session's requests in order, so a
-  // listing sent right behind the create already contains the new node and
-  // costs no extra round trip.
-  RequestList(c->segment);
-}
-
-namespace {
-
-// A ZooKeeper write that failed for good. NO_AUTH means this replica's
-// ZooKeeper credentials (--zk-auth-file) do not match the ACL of nodes made
-// by replicas with other credentials: PERMISSION_DENIED, saying so.
-absl::Status ZkWriteFailure(const char* what, const std::string& path, ZkCode code) {
-  if (code == ZkCode::kNoAuth) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        what, " under ", path, " was refused by ZooKeeper (NO_AUTH): this replica's "
-        "ZooKeeper credentials (--zk-auth-file) differ from those that created the nodes"));
-  }
-  return absl::InternalError(absl::StrCat(what, " failed: ", ZkCodeName(code)));
-}
-
-}  // namespace
-
-void LockEngine::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
-                           const std::string& path, const ZkStat& stat) {
-  absl::MutexLock l(&mu_);
-  Contender* c = Find(id, gen);
-  if (c == nullptr) return;
-  if (code == ZkCode::kNoNode) {
-    // The lock's container node is missing (never made, or reaped while
-    // empty): make it, then create again.
-    if (++c->create_attempts > 5) {
-      SetState(c, State::kPendingCreate);  // no node, nothing in flight: forgotten
-      FailWait(c, absl::UnavailableError(absl::StrCat(
-                      "cannot create the lock node for \"", c->params.name, "\"")));
-      return;
-    }
-    uint64_t g = ++c->gen;
-    c->zk()->Create(c->lock_path(), "", CreateMode::kContainer,
-                [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
-                  {
-                    absl::MutexLock l(&mu_);
-                    Contender* c = Find(id, g);
-                    if (c == nullptr) return;
-                    if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
-                      IssueCreate(c);
-                    } else if (IsRetryable(code)) {
-                      SetState(c, State::kPendingCreate);
-                      Stall(c);
-                    } else if (!IsSessionGone(code)) {
-                      SetState(c, State::kPendingCreate);  // no node: forgotten
-                      FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path(), code));
-                    }
-                  }
-                  Deliver();
-                });
-    return;
-  }
-  if (IsRetryable(code)) {
-    // The create may have been applied: find our node by its uid, never
-    // create a second one.
-    SetState(c, State::kCreateUnknown);
-    Stall(c);
-    return;
-  }
-  if (IsSessionGone(code)) return;  // the expiry handler re-queues it
-  if (code != ZkCode::kOk) {
-    // Failed for good (NO_AUTH, ...): no node and no create in flight, so
-    // the contender is forgotten at once, not left in the tables (and the
-    // per-lock limit and watch budget) until the session ends.
-    SetState(c, State::kPendingCreate);
-    FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path(), code));
-    return;
-  }
-  c->node = path.substr(path.rfind('/') + 1);
-  auto parsed = ParseContenderName(c->node);
-  c->seq = parsed ? parsed->sequence : 0;
-  c->czxid = static_cast<uint64_t>(stat.czxid);
-  by_path_[c->path()] = c->id;
-  EnterQueue(c);
-  if (c->abandoned || !c->sink) {
-    // The caller gave up while the create was in flight.
-    SetState(c, State::kDeleting);
-    IssueDelete(c);
-    return;
-  }
-  // The listing sent behind the create (or the next one) decides.
-  SetState(c, State::kListing);
-}
-
-void LockEngine::SearchOwnNode(Contender* c) {
-  uint64_t id = c->id, gen = ++c->gen;
-  c->zk()->GetChildren(c->lock_path(), [this, id, gen](
-                                     ZkCode code,
-                                     const std::vector<std::string>& children) {
-    {
-      absl::MutexLock l(&mu_);
-      Contender* c = Find(id, gen);
-      if (c == nullptr) return;
-      if (IsRetryable(code)) {
-        Stall(c);
-      } else if (code == ZkCode::kNoNode) {
-        // No lock node, so our create never applied.
-        if (c->abandoned || !c->sink) {
-          Forget(c);
-        } else {
-          IssueCreate(c);
-        }
-      } else if (code == ZkCode::kOk) {
-        std::string mine;
-        for (const auto& child : children) {
-          auto n = ParseContenderName(child);
-          if (n && n->uid == c->uid) mine = child;
-        }
-        if (mine.empty()) {
-          if (c->abandoned || !c->sink) {
-            Forget(c);
-          } else {
-            IssueCreate(c);
-          }
-        } else {
-          // Found it: adopt it; its Stat gives the fencing token.
-          ++stats_.recovered_creates;
-          c->node = mine;
-          c->seq = ParseContenderName(mine)->sequence;
-          by_path_[c->path()] = c->id;
-          uint64_t g = ++c->gen;
-          c->zk()->Exists(c->path(), [this, id, g](ZkCode code,
-                                                         const ZkStat& stat) {
-            {
-              absl::MutexLock l(&mu_);
-              Contender* c = Find(id, g);
-              if (c == nullptr) return;
-              if (IsRetryable(code)) {
-                SetState(c, State::kCreateUnknown);
-                Stall(c);
-              } else if (code == ZkCode::kOk) {
-                c->czxid = static_cast<uint64_t>(stat.czxid);
-                EnterQueue(c);
-                if (c->abandoned || !c->sink) {
-                  SetState(c, State::kDeleting);
-                  IssueDelete(c);
-                } else {
-                  // A listing sent from here covers it (its create came first).
-                  SetState(c, State::kListing);
-                  RequestList(c->segment);
-                }
-              } else if (!IsSessionGone(code)) {
-                by_path_.erase(c->path());
-                c->node.clear();
-                if (c->abandoned || !c->sink) {
-                  Forget(c);
-                } else {
-                  IssueCreate(c);
-                }
-              }
-            }
-            Deliver();
-          });
-        }
-      }
-    }
-    Deliver();
-  });
-}
-
-void LockEngine::Release(uint64_t id) {
-  {
-    absl::MutexLock l(&mu_);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    if (!c->sink) return;
-    if (c->state == State::kHeld && c->announced) {
-      // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
-      c->clean_end = true;
-      NoteHoldEnded(c);
-      timers_->Cancel(c->ttl_timer);
-      c->ttl_timer = 0;
-      SetState(c, State::kDeleting);
-      if (c->slot->connected) {
-        IssueDelete(c);
-      } else {
-        c->stalled = true;
-      }
-    } else if (c->state != State::kDeleting) {
-      // Abandoning a wait on request is a clean end, as the proto's
-      // AcquireRequest.release says: the stream ends OK without ACQUIRED
-      // (a cancelled stream, by contrast, ends CANCELLED).
-      NoteWaitEnded(c, AcquireResult::kCancelled);
-      Finish(c, absl::OkStatus());
-      EndContender(c);
     }
   }
-  Deliver();
+  shard->List(prefix, limit, std::move(done), std::move(visible));
 }
-
-void LockEngine::HalfClose(uint64_t id) {
-  bool probe = false;
-  {
-    absl::MutexLock l(&mu_);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    probe = c->sink && c->state == State::kHeld && c->announced &&
-            c->params.lock_delay > Millis(0);
-    if (probe && !c->releasing_sent) {
-      // The hold stays until the adapter's Release (the event was written:
-      // the stream is alive) or Abandon (it was cancelled).
-      c->releasing_sent = true;
-      LockEvent e;
-      e.type = LockEvent::Type::kReleasing;
-      Emit(c, e);
-    }
-  }
-  if (probe) {
-    Deliver();
-    return;
-  }
-  Release(id);  // nothing to tell apart: a waiter, or no lock-delay
-}
-
-void LockEngine::Abandon(uint64_t id) {
-  {
-    absl::MutexLock l(&mu_);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    c->sink = nullptr;
-    Retally(c);
-    if (c->state != State::kDeleting) EndContender(c);
-  }
-  Deliver();
-}
-
-// ---------------------------------------------------------------------------
-// Drain.
 
 void LockEngine::BeginDrain() {
-  {
-    absl::MutexLock l(&mu_);
-    draining_ = true;
-    UpdateServing();
-    std::vector<Contender*> waiting;
-    for (auto& [id, c] : contenders_) {
-      if (c->waiting() && c->sink) waiting.push_back(c.get());
-    }
-    for (Contender* c : waiting) {
-      FailWait(c, absl::UnavailableError(
-                      "replica is draining (shutting down); retry elsewhere"));
-    }
-  }
-  Deliver();
+  for (auto& shard : shards_) shard->BeginDrain();
 }
 
 void LockEngine::EndDrain() {
-  {
-    absl::MutexLock l(&mu_);
-    std::vector<Contender*> held;
-    for (auto& [id, c] : contenders_) {
-      if (c->state == State::kHeld && c->sink) held.push_back(c.get());
-    }
-    for (Contender* c : held) {
-      Lose(c, LostReason::kShutdown,
-           "the replica shut down and the drain timeout ran out");
-    }
-  }
-  Deliver();
+  for (auto& shard : shards_) shard->EndDrain();
 }
 
-void LockEngine::NoteWaitEnded(Contender* c, AcquireResult result) {
-  if (c->wait_noted) return;
-  c->wait_noted = true;
-  if (observer_) {
-    observer_->OnWaitEnded(
-        result, std::chrono::duration<double>(Clock::now() - c->opened_at).count());
-  }
+bool LockEngine::serving() const {
+  return std::all_of(shards_.begin(), shards_.end(), [](const auto& s) { return s->serving(); });
 }
 
-void LockEngine::NoteHoldEnded(Contender* c) {
-  if (!c->hold_open) return;
-  c->hold_open = false;
-  if (observer_) {
-    observer_->OnHoldEnded(
-        std::chrono::duration<double>(Clock::now() - c->granted_at).count());
-  }
+void LockEngine::SetServingListener(std::function<void(bool)> listener) {
+  absl::MutexLock l(&serving_mu_);
+  serving_listener_ = std::move(listener);
+  if (serving_listener_) serving_listener_(last_serving_);
+}
+
+EngineStats LockEngine::stats() const {
+  EngineStats total;
+  for (const auto& shard : shards_) total.Add(shard->stats());
+  return total;
+}
+
+std::vector<LockLoad> LockEngine::LockLoads() {
+  std::vector<LockLoad> out;
+  for (auto& shard : shards_) shard->LockLoads(&out);
+  return out;
+}
+
+void LockEngine::SetObserver(EngineObserver* observer) {
+  for (auto& shard : shards_) shard->SetObserver(observer);
+}
+
+void LockEngine::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
+  for (auto& shard : shards_) shard->AddSessionListener(listener);
+}
+
+int64_t LockEngine::LocalGrantUnixMs(const std::string& path) const {
+  // root/segment/node
+  absl::string_view rest(path);
+  if (!absl::ConsumePrefix(&rest, options_.root) || !absl::ConsumePrefix(&rest, "/")) return 0;
+  const size_t slash = rest.find('/');
+  if (slash == absl::string_view::npos) return 0;
+  return ShardOfSegment(std::string(rest.substr(0, slash))).LocalGrantUnixMs(path);
 }
 
 }  // namespace turnstile

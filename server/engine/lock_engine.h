@@ -4,43 +4,21 @@
 // CONTAINER node, listed once, then advanced by watching exactly the node that
 // blocks it (see ordering.h). The engine is a state machine per contender
 // driven by ZooKeeper completions, watches, session events and timers; it
-// never blocks those threads. All state is guarded by one mutex; events reach
-// sinks outside it, in the order they were produced. Thread-safe.
+// never blocks those threads. Thread-safe.
 //
-// Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
-// below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
-// TimerQueue's lock and each ZkSession's work queue and its process-wide
-// watch registry (zk_session.cc). deliver_mu_ is only ever try-locked, and
-// held while sinks and listeners run, so they may take any of these but
-// never wait for delivery. Sinks, listeners and `done` callbacks run with
-// no engine lock held.
-//
-// Each lock lives on one session of the pool (SessionIndexFor its name; see
-// session_slot.h); a session's failure affects only the locks on it.
-//
-// Where each rule lives: the ordering rule (who holds, whom a waiter
-// watches) is the pure function in ordering.h; the per-lock ordered view in
-// lock_queue.h; the contender state machine in lock_engine.cc (creating
-// the node, the entry points), lock_engine_queue.cc (listings, advancing,
-// positions), lock_engine_watch.cc (a waiter's one watch) and
-// lock_engine_hold.cc (grants, holds, leases, endings); the session
-// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
-// lock_engine_session.cc; the RPCs that do not contend (Release and
-// KeepAlive by lease id, Describe, List) in lock_engine_admin.cc.
-//
-// Knowledge shared on this replica: one ordered view per lock (LockQueue),
-// shared by the replica's contenders on it. A departure is one erase, and
-// only the contender directly behind it re-decides. Listings are pipelined
-// behind creates and coalesced per lock (one listing in flight per lock
-// covers every create sent before it). A view may still hold another
-// replica's nodes that left unseen: once a read finds one gone, the waiter
-// reads every other replica's node still ahead of it at once, pipelined in
-// one round trip, and forgets those gone: a handoff costs a constant number
-// of round trips whatever the queue, each unseen departure at most one read,
-// and no listing beyond SPEC's (LockEngine::Advance, lock_engine_queue.cc).
+// Shards: each session of the pool has its own EngineShard (engine_shard.h),
+// which owns the locks that live on that session (SessionIndexFor their
+// name; see session_slot.h), their contenders, counters and delivery, under
+// a mutex of its own. LockEngine only routes: a call naming a lock goes to
+// the lock's shard, one naming a contender id to the shard the id encodes,
+// one naming a lease to its lock's shard; stats, loads, drain and serving
+// gather from every shard. No call holds two shards' locks, so a session
+// that is suspended, reconnecting or busy delays only its own locks. Events
+// reach sinks outside every lock, in the order each shard produced them.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -53,15 +31,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/recipe/lock_name.h"
-#include "server/recipe/lock_queue.h"
-#include "server/recipe/ordering.h"
-#include "server/engine/session_slot.h"
 #include "server/engine/timer_queue.h"
+#include "server/recipe/lock_name.h"
 #include "server/zk/zk_session.h"
 
 namespace turnstile {
@@ -239,36 +214,58 @@ struct EngineStats {
   uint64_t revokes_delivered = 0;  // told to holders on this replica
   size_t contenders = 0;           // local contenders with any state
   size_t holders = 0;
+
+  // Adds another shard's counters (keep in step with the fields above).
+  void Add(const EngineStats& o) {
+    granted += o.granted;
+    timed_out += o.timed_out;
+    not_acquired_try_once += o.not_acquired_try_once;
+    lost += o.lost;
+    released += o.released;
+    requeued_after_expiry += o.requeued_after_expiry;
+    requeued_lost_node += o.requeued_lost_node;
+    recovered_creates += o.recovered_creates;
+    handoffs_in_one_transaction += o.handoffs_in_one_transaction;
+    lock_delays_started += o.lock_delays_started;
+    own_watch_fired_on_release += o.own_watch_fired_on_release;
+    locks_in_delay += o.locks_in_delay;
+    revokes_requested += o.revokes_requested;
+    revokes_delivered += o.revokes_delivered;
+    contenders += o.contenders;
+    holders += o.holders;
+  }
 };
+
+class EngineShard;  // engine_shard.h
 
 class LockEngine {
  public:
   // The sessions and `timers` must outlive the engine. Installs the session
   // listeners: construct the engine before starting the sessions. At least
-  // one session; a lock's session is sessions[SessionIndexFor(segment, n)].
+  // one session; a lock's session (and shard) is
+  // sessions[SessionIndexFor(segment, n)].
   LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers, EngineOptions options);
   LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options)
       : LockEngine(std::vector<ZkSession*>{zk}, timers, std::move(options)) {}
   ~LockEngine();
   LockEngine(const LockEngine&) = delete;
+  LockEngine& operator=(const LockEngine&) = delete;
   // For the replica's stop, once the gRPC server has stopped (before its
   // completion queue shuts down): no sink is called after this returns
   // (one being called now is waited for), and nothing more is done.
   // Without it, a stream cancelled by the shutdown could end another
   // stream's call (a grant's handoff, a waiter's failure) after that call's
   // queue had shut down, which gRPC aborts on.
-  void Quiesce() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
-  LockEngine& operator=(const LockEngine&) = delete;
+  void Quiesce();
 
   // Validates `params` (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE)
   // before touching ZooKeeper, then starts contending. Returns the
   // contender id used by Release/Abandon.
-  absl::StatusOr<uint64_t> Open(const AcquireParams& params,
-                                std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint64_t> Open(const AcquireParams& params, std::shared_ptr<ContenderSink> sink);
   // The client asked to release (or to stop waiting): RELEASED if held,
   // then OnFinish(OK); a waiter gets OnFinish(OK) with no event. The node is
   // deleted.
-  void Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(uint64_t id);
   // The client half-closed its stream without a release message. For a
   // holder with a lock-delay the end must be told from a broken or
   // cancelled stream (which the adapter may report just after the failed
@@ -277,19 +274,17 @@ class LockEngine {
   // (the stream is alive: a clean release, no delay), or Abandon when the
   // stream turns out cancelled (the lock-delay starts). Anything else is
   // released at once, as by Release.
-  void HalfClose(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void HalfClose(uint64_t id);
   // The client is gone: delete the node, call nothing more on the sink.
-  void Abandon(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Abandon(uint64_t id);
 
   // `done` also gets the released hold's verified identity (mutual TLS;
   // "" if none or unknown), so the caller can tell a release by someone
   // else.
   void ReleaseLease(const std::string& lease_id,
-                    std::function<void(absl::Status, const std::string& holder_identity)> done)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                    std::function<void(absl::Status, const std::string& holder_identity)> done);
   // Renews a lease; `done` gets how long it is valid from now.
-  void KeepAlive(const std::string& lease_id,
-                 std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  void KeepAlive(const std::string& lease_id, std::function<void(absl::StatusOr<Millis>)> done);
   // Asks the holder of a lease to let go: its stream gets REVOKE_REQUESTED
   // (wherever it is served); it decides. NOT_FOUND if the lease is gone.
   // `identity` (the caller's verified identity, "" without mutual TLS)
@@ -298,14 +293,13 @@ class LockEngine {
   void Revoke(const std::string& lease_id, const std::string& requester,
               const std::string& reason,
               std::function<void(absl::Status, const std::string& holder_identity)> done,
-              const std::string& identity = "") ABSL_LOCKS_EXCLUDED(mu_);
-  void Describe(const std::string& name,
-                std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+              const std::string& identity = "");
+  void Describe(const std::string& name, std::function<void(absl::StatusOr<LockDescription>)> done);
   // `visible` (optional): only names it accepts count and are returned
   // (a policy's view), so `limit` and `truncated` are about visible names.
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done,
-            std::function<bool(const std::string&)> visible = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+            std::function<bool(const std::string&)> visible = nullptr);
   // List checks candidate lock nodes this many at a time.
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
@@ -318,29 +312,34 @@ class LockEngine {
   static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.
-  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
+  void BeginDrain();
   // After the drain timeout: every remaining holder gets LOST(SHUTDOWN).
-  void EndDrain() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndDrain();
 
   // Serving = every session of the pool connected with the root present,
   // and not draining.
-  bool serving() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The pool's size, and the index of the session that serves `name`.
+  bool serving() const;
+  // The pool's size, and the index of the session (and shard) that serves
+  // `name`.
   size_t session_count() const { return sessions_.size(); }
   size_t SessionIndexOf(const std::string& name) const;
-  // Called (outside the lock) whenever serving() changes.
-  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(mu_);
-  EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Per-lock waiters and holders of this replica, exact at the call. Each
-  // lock's load is kept as its contenders change; under the engine's lock
-  // the call reads only the locks that changed since the previous call, so
-  // a scrape costs grants nothing however many contenders wait.
-  std::vector<LockLoad> LockLoads() ABSL_LOCKS_EXCLUDED(mu_, loads_mu_);
-  // Set before the first Open; `observer` must outlive the engine's use.
-  void SetObserver(EngineObserver* observer) { observer_ = observer; }
+  // Called (outside every shard's lock, in order) whenever serving()
+  // changes.
+  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(serving_mu_);
+  // The shards' counters, summed.
+  EngineStats stats() const;
+  // Per-lock waiters and holders of this replica, exact at the call for
+  // each shard. Each lock's load is kept as its contenders change; under a
+  // shard's lock the call reads only the locks that changed since the
+  // previous call, so a scrape costs grants nothing however many contenders
+  // wait.
+  std::vector<LockLoad> LockLoads();
+  // Set before the first Open; `observer` must outlive the engine's use and
+  // take calls from several shards at once.
+  void SetObserver(EngineObserver* observer);
   // Session events of the pool (for LockObservers): `listener` gets the
-  // session's index and the event, outside the lock, in order, after the
-  // engine handled it. Add before the sessions start.
+  // session's index and the event, outside the lock, in order per session,
+  // after the engine handled it. Add before the sessions start.
   void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
   ZkSession* session(size_t index) const { return sessions_[index]; }
   // When this replica granted the hold of the node at `path` (wall clock),
@@ -350,255 +349,26 @@ class LockEngine {
   // NOT_FOUND (lease gone), FAILED_PRECONDITION (token is not the lease's).
   void Proclaim(const std::string& lease_id, uint64_t fencing_token,
                 const std::map<std::string, std::string>& metadata,
-                std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_);
+                std::function<void(absl::Status)> done);
   const EngineOptions& options() const { return options_; }
 
  private:
-  // One List call in progress: candidates in name order, checked in batches.
-  struct ListJob {
-    std::vector<std::pair<std::string, std::string>> names;  // name, znode segment
-    size_t limit = 0;
-    ZkSession* zk = nullptr;  // the session that answers this List
-    std::function<void(absl::StatusOr<LockList>)> done;
-    absl::Mutex mu;
-    size_t next ABSL_GUARDED_BY(mu) = 0;         // first candidate not yet asked about
-    size_t left ABSL_GUARDED_BY(mu) = 0;         // answers missing in this batch
-    std::vector<bool> live ABSL_GUARDED_BY(mu);  // this batch's answers
-    LockList out ABSL_GUARDED_BY(mu);
-  };
-  // Asks about the next kListBatch candidates. REQUIRES: job->mu not held.
-  void ListBatch(std::shared_ptr<ListJob> job);
+  EngineShard& ShardOfSegment(const std::string& segment) const;
+  EngineShard& ShardOfLease(const std::string& lease_id) const;
+  EngineShard& ShardOfId(uint64_t id) const { return *shards_[id % shards_.size()]; }
 
-  enum class State {
-    kPendingCreate,  // no node; create not yet issued (no session)
-    kCreating,       // create in flight
-    kCreateUnknown,  // create's reply lost: search for our node by uid
-    kListing,        // getChildren in flight
-    kWaiting,        // watching the node that blocks us
-    kHeld,
-    kDeleting,       // ending: deleting our node
-  };
-  struct Contender;
-  struct Probe;  // lock_engine_internal.h
-  using ContenderPtr = std::unique_ptr<Contender>;
-
-  void OnSessionEvent(SessionSlot* slot, SessionEvent e);
-  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Schedules the next heartbeat tick of `slot`.
-  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends a sync (unless one is in flight): its success proves the leader
-  // heard from the session after it was sent.
-  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Contact confirmed: ends an in-doubt period, steps stalled contenders,
-  // refreshes the validity of the slot's holders on their streams.
-  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How often a holder hears STILL_HELD, and within what it must.
-  static Millis HeartbeatInterval(const SessionSlot& slot);
-  static Millis RefreshWithin(const SessionSlot& slot);
-  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
-  // SUSPENDED now, LOST when the safe time runs out.
-  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `c`'s grant may be announced now (contact trusted); otherwise
-  // it waits, stalled, for a heartbeat to confirm contact.
-  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
-  // if the session may have expired by now (the replica was paused or cut
-  // off past the safe time), else DELETED (someone deleted it).
-  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The session of `segment`'s lock; no lock needed (sessions_ is fixed).
-  ZkSession* SessionOf(const std::string& segment) const;
-  // A connected session (the lowest index), or null; no lock needed.
-  ZkSession* AnyConnected() const;
-
-  struct LockState;  // this replica's state of one lock (lock_engine_internal.h)
-  // What a contender counts as in its lock's load: a holder (kHeld,
-  // announced or not), a waiter (waiting, with a stream to tell), or
-  // nothing (ending, abandoned, forgotten).
-  enum class Tally : uint8_t { kNone, kWaiter, kHolder };
-  // Every change of a contender's state goes through here (Retally).
-  void SetState(Contender* c, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts `c` again in its lock's load and the engine's holders after its
-  // state or stream changed; `gone`: it is being forgotten.
-  void Retally(Contender* c, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static Tally TallyOf(const Contender& c, bool gone);
-  // The loads by counting every contender (what the tallies must equal).
-  std::map<std::string, LockLoad> CountLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // With EngineOptions::check_invariants: aborts if a tally differs from a count.
-  void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
-                 const ZkStat& stat) ABSL_LOCKS_EXCLUDED(mu_);
-  void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
-                ZkCode code, const std::vector<std::string>& children)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `rank`: contenders ahead, when the caller knows it (-1: count).
-  void Advance(Contender* c, bool from_listing, int64_t rank = -1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RefreshPositions(const std::string& segment, size_t limit)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Semaphores (issue 21): a waiter's watches from its decision; the first
-  // waiter's watches on the holders other than its predecessor; the grant
-  // mark; the refusal of a disagreeing contender.
-  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
-  // The contender node's data as created.
-  std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `confirmed`: a read sent after the decision saw the node (a listing).
-  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleOwnWatches(TimerQueue::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ttl ran out: revoke unless the node's version shows a renewal.
-  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A read of the own node saw `data` at `version`: a renewal and/or a
-  // revocation request if its counters went up.
-  void NoteOwnNode(Contender* c, const std::string& data, int32_t version)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The revocation request of waiter `c` to the holders ahead of it.
-  void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Lock-delay: no grant on `segment` for `delay` from now; the lock node
-  // says so (for Describe and contenders of other replicas).
-  void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
-                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads the lock node's mark (a listing saw data on it), then re-decides.
-  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Re-decides the local waiters of `segment` that have nothing ahead.
-  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes a revocation request into the node at `path` (read-modify-write
-  // with its version, retried on a race); `done` on this engine's thread.
-  void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
-                   const std::string& reason, int attempts,
-                   std::function<void(absl::Status, const std::string& holder_identity)> done);
-  void Lose(Contender* c, LostReason reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteGone(const std::string& segment, const std::string& node)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A stale view's probe (lock_engine_watch.cc): `c` waits for the one in
-  // flight on its lock, or starts one; its end re-decides its waiters.
-  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The contenders of `ids` (a session's set), in id order: a snapshot, so
-  // the caller may change them (and the set) while it goes through them.
-  std::vector<Contender*> ContendersOf(const std::set<uint64_t>& ids)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // For lambdas that run synchronously under mu_ (LockQueue's ForFront,
-  // ReplaceWith...): tells the analysis what their caller holds. Checked in
-  // debug builds; free in release ones (leveldb's port::Mutex::AssertHeld).
-  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) {
-#ifndef NDEBUG
-    mu_.AssertHeld();
-#endif
-  }
-
-  // Queues `fn` to run after the lock is released, in order.
-  void Later(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Emit(Contender* c, LockEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finish(Contender* c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs queued work outside the lock; call after every locked section.
-  void Deliver() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
-
-  TimerQueue* const timers_;
   const EngineOptions options_;
-  // The pool's sessions, fixed at construction: read without the lock
-  // (session(), SessionOf, AnyConnected). Everything else a slot holds is
-  // the engine's state, in slots_.
   const std::vector<ZkSession*> sessions_;
+  std::atomic<uint64_t> next_id_{0};  // the shards' contender ids (arrival order)
+  std::vector<std::unique_ptr<EngineShard>> shards_;  // one per session, fixed
 
-  mutable absl::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint64_t, ContenderPtr> contenders_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, LockState> locks_ ABSL_GUARDED_BY(mu_);
-  uint64_t create_counter_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unordered_map<std::string, uint64_t> by_path_ ABSL_GUARDED_BY(mu_);
-  // One per session, never resized after construction, so the SessionSlot*
-  // that contenders and timers keep stay valid. A slot reached through such
-  // a pointer is still guarded by mu_ (which the analysis cannot follow
-  // through the pointer: every function that takes one REQUIRES mu_).
-  std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(mu_);
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  bool last_serving_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
-      ABSL_GUARDED_BY(mu_);
-  EngineStats stats_ ABSL_GUARDED_BY(mu_);
-  size_t holders_ ABSL_GUARDED_BY(mu_) = 0;  // contenders of Tally::kHolder
-  // Locks whose load changed since the last LockLoads, and locks that
-  // entered a lock-delay (stats().locks_in_delay counts only these).
-  std::set<std::string> loads_changed_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(mu_);
-  // The loads LockLoads last published, by segment: a scrape copies these
-  // outside mu_, and under mu_ reads only the locks that changed.
-  absl::Mutex loads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
-  std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  // Set before the first Open (SetObserver), then only read; called with
-  // mu_ held.
-  EngineObserver* observer_ = nullptr;
-  // Set while a departure is being noted: the start of a handoff.
-  std::optional<TimerQueue::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
-  // Set while a local handoff's transaction is being applied: the path of
-  // the successor whose node it checked (see LockEngine::LocalSuccessor).
-  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(mu_);
-  // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
-  // and the one timer that arms them.
-  static constexpr Millis kOwnWatchDelay{10};
-  struct PendingOwnWatch {
-    TimerQueue::Clock::time_point due;
-    uint64_t id;
-    uint64_t own_gen;
-  };
-  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(mu_);
-  TimerQueue::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // Serializes Deliver(): held while queued sink calls and listeners run,
-  // so they run one at a time and in order. Only try-locked, and taken
-  // before mu_ (never while holding it).
-  absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // The pool serves when every shard does. Held while the listener runs,
+  // so its calls keep the order of the changes (shards report from their
+  // own threads); taken with no shard lock held.
+  mutable absl::Mutex serving_mu_;
+  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(serving_mu_);
+  std::vector<bool> shard_serving_ ABSL_GUARDED_BY(serving_mu_);
+  bool last_serving_ ABSL_GUARDED_BY(serving_mu_) = false;
 };
 
 }  // namespace turnstile

@@ -2,8 +2,8 @@
 // (one in flight per lock), entering the queue, re-deciding from the shared
 // view (Advance, with the ordering rule of server/recipe/ordering.h), a
 // semaphore first waiter's extra watches and grant marks, lock-delay, and
-// QUEUED positions. Part of LockEngine (server/engine/lock_engine.h); the
-// engine's lock rules hold here as in lock_engine.cc.
+// QUEUED positions. Part of EngineShard (server/engine/engine_shard.h); the
+// engine's lock rules hold here as in engine_shard.cc.
 
 #include <algorithm>
 #include <optional>
@@ -11,8 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 #include "server/recipe/ordering.h"
 #include "server/recipe/queue_position.h"
 
@@ -22,7 +22,7 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 
 // One listing in flight per lock: it covers every create sent before it,
 // so a burst of creates costs a few listings, not one each.
-void LockEngine::RequestList(const std::string& segment) {
+void EngineShard::RequestList(const std::string& segment) {
   LockState& lock = locks_[segment];
   if (lock.list_in_flight) {
     lock.list_wanted = true;
@@ -54,7 +54,7 @@ void LockEngine::RequestList(const std::string& segment) {
       });
 }
 
-void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
+void EngineShard::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
                           ZkCode code, const std::vector<std::string>& children) {
   auto it = locks_.find(segment);
   if (it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
@@ -147,7 +147,7 @@ void LockEngine::OnListed(const std::string& segment, uint64_t covers, uint64_t 
 }
 
 // Puts a contender whose node is known into its lock's view.
-void LockEngine::EnterQueue(Contender* c) {
+void EngineShard::EnterQueue(Contender* c) {
   LockQueue::Entry entry;
   entry.node = c->node;
   entry.kind = c->params.kind;
@@ -156,7 +156,7 @@ void LockEngine::EnterQueue(Contender* c) {
   locks_[c->segment].queue.Insert(c->seq, std::move(entry));
 }
 
-LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
+EngineShard::Contender* EngineShard::LocalOf(const LockQueue::Entry* e) {
   if (e == nullptr || e->local_id == 0) return nullptr;
   auto it = contenders_.find(e->local_id);
   if (it == contenders_.end() || it->second->node != e->node) return nullptr;
@@ -178,7 +178,7 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 //
 // So: when a read of a waiter's blocker answers NO_NODE (Arm, ArmMore: the
 // proof that the view is stale), the waiter probes (JoinProbe, in
-// lock_engine_watch.cc). It reads, without a watch, every other replica's
+// engine_shard_watch.cc). It reads, without a watch, every other replica's
 // entry still ahead of it that can block it (a reader: the non-shared
 // ones), all at once, and its own node behind them when nothing local
 // blocks it; ZooKeeper answers one session's requests in order, so the
@@ -199,7 +199,7 @@ LockEngine::Contender* LockEngine::LocalOf(const LockQueue::Entry* e) {
 // 85 KB back in one round trip; a view holding more (only past the limit)
 // is read on by a later probe. Nothing is listed: listings stay within SPEC.
 // A contender decided from a listing (an exact view) never waits for one.
-void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
+void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
   LockState& lock = locks_[c->segment];
   // Kinds (and semaphores' N) do not mix on a lock: refused for anything
   // disagreeing ahead of it (O(1) unless the view holds a disagreement).
@@ -286,7 +286,7 @@ void LockEngine::Advance(Contender* c, bool from_listing, int64_t rank) {
   if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
 }
 
-std::string LockEngine::DisagreementMessage(const Contender* c, const LockQueue::Entry& other) {
+std::string EngineShard::DisagreementMessage(const Contender* c, const LockQueue::Entry& other) {
   auto describe = [](ContenderKind kind, int32_t n) {
     switch (kind) {
       case ContenderKind::kSemaphore: return absl::StrCat("a semaphore of max_holders ", n);
@@ -305,7 +305,7 @@ std::string LockEngine::DisagreementMessage(const Contender* c, const LockQueue:
 // A semaphore waiter's watches (issue 21; the rule is in ordering.h): the
 // first waiter watches every holder ahead of it, any other waiter its
 // predecessor only. Re-armed only for what changed.
-void LockEngine::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
+void EngineShard::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
   WaiterWatches watches = WatchesOf(decision);
   const std::string& nearest = watches.nearest;
   std::vector<std::string>& others = watches.others;
@@ -327,7 +327,7 @@ void LockEngine::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decis
 // A departure of any of them (or a read that finds it gone) makes it
 // re-decide; a data change (that holder's grant mark, a remote KeepAlive)
 // only re-arms that watch.
-void LockEngine::ArmMore(Contender* c) {
+void EngineShard::ArmMore(Contender* c) {
   const uint64_t id = c->id, gen = ++c->more_gen;
   const size_t per_path = options_.root.size() + c->segment.size() + kContenderPathOverhead;
   c->slot->watched_path_bytes -= c->more_path_bytes;
@@ -411,7 +411,7 @@ void LockEngine::ArmMore(Contender* c) {
 // waiter). Read-modify-write with the version, as KeepAlive and Revoke
 // through other replicas write the same data; the mark's own version is
 // not a renewal (renewed_version).
-void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) {
+void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) {
   absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
   if (!info.ok()) return;  // not ours to write (cannot happen: we created it)
   info->granted_unix_ms = c->granted_unix_ms > 0 ? c->granted_unix_ms : NowUnixMs();
@@ -454,7 +454,7 @@ void LockEngine::WriteGrantMark(Contender* c, int32_t version, std::string data,
   });
 }
 
-void LockEngine::StartLockDelay(const std::string& segment, const std::string& lock_path,
+void EngineShard::StartLockDelay(const std::string& segment, const std::string& lock_path,
                                 Millis delay, const std::string& released) {
   LockState& lock = locks_[segment];
   const auto until = Clock::now() + delay;
@@ -471,7 +471,7 @@ void LockEngine::StartLockDelay(const std::string& segment, const std::string& l
                                [](ZkCode, const ZkStat&) {});
 }
 
-void LockEngine::ReadLockMark(const std::string& segment) {
+void EngineShard::ReadLockMark(const std::string& segment) {
   const std::string lock_path = options_.root + "/" + segment;
   const uint64_t epoch = SlotOf(segment)->epoch;
   SlotOf(segment)->zk->GetData(lock_path, nullptr, [this, segment, epoch](
@@ -499,7 +499,7 @@ void LockEngine::ReadLockMark(const std::string& segment) {
   });
 }
 
-void LockEngine::AdvanceUnblocked(const std::string& segment) {
+void EngineShard::AdvanceUnblocked(const std::string& segment) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   std::vector<Contender*> ready;
@@ -515,7 +515,7 @@ void LockEngine::AdvanceUnblocked(const std::string& segment) {
 }
 
 // QUEUED when the queue-position policy says so (server/recipe/queue_position.h).
-void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
+void EngineShard::ReportPosition(Contender* c, int64_t ahead) {
   const int64_t position = QueuePosition(c->params.kind, c->params.max_holders, ahead);
   auto now = Clock::now();
   if (!ShouldReportPosition(position, c->last_position, now - c->last_position_at)) return;
@@ -532,7 +532,7 @@ void LockEngine::ReportPosition(Contender* c, int64_t ahead) {
 // `limit` entries. Waiters further back are refreshed by a sweep at most
 // once a second, and only after the queue changed (an idle queue costs
 // nothing).
-void LockEngine::RefreshPositions(const std::string& segment, size_t limit) {
+void EngineShard::RefreshPositions(const std::string& segment, size_t limit) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   std::vector<std::pair<Contender*, int64_t>> waiters;
@@ -544,7 +544,7 @@ void LockEngine::RefreshPositions(const std::string& segment, size_t limit) {
   for (auto& [c, rank] : waiters) ReportPosition(c, rank);
 }
 
-void LockEngine::ScheduleSweep(const std::string& segment) {
+void EngineShard::ScheduleSweep(const std::string& segment) {
   auto it = locks_.find(segment);
   if (it == locks_.end() || it->second.sweep_scheduled ||
       it->second.queue.size() <= kFrontPositions) {

@@ -1,7 +1,7 @@
-// Internal to the engine's translation units (lock_engine*.cc): the
+// Internal to the engine's translation units (engine_shard*.cc): the
 // contender record and small shared helpers. Not part of the engine's interface.
-#ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_INTERNAL_H_
-#define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_INTERNAL_H_
+#ifndef TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_INTERNAL_H_
+#define TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_INTERNAL_H_
 
 #include <chrono>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/engine/lock_engine.h"
+#include "server/engine/engine_shard.h"
 
 namespace turnstile {
 namespace engine_internal {
@@ -78,8 +78,8 @@ inline void DeleteInOneTransaction(ZkSession* zk, const std::string& path,
 }  // namespace engine_internal
 
 // One Acquire stream's contender: its node, its place in the state machine
-// (LockEngine::State) and what it watches.
-struct LockEngine::Contender {
+// (EngineShard::State) and what it watches.
+struct EngineShard::Contender {
   uint64_t id = 0;
   AcquireParams params;
   std::string segment;    // encoded lock name
@@ -180,7 +180,7 @@ struct LockEngine::Contender {
 };
 
 // This replica's state of one lock.
-struct LockEngine::LockState {
+struct EngineShard::LockState {
   std::set<uint64_t> ids;  // local contenders
   LockQueue queue;
   bool list_in_flight = false;
@@ -201,11 +201,11 @@ struct LockEngine::LockState {
   int32_t max_holders = 0;   // the highest semaphore N among its contenders so far
 };
 
-// A stale view's probe (LockEngine::Advance): reads without a watch of the
+// A stale view's probe (EngineShard::Advance): reads without a watch of the
 // other replicas' entries ahead of a waiter, sent together (one round trip;
 // ZooKeeper answers them in order), and of the waiters' own nodes behind
 // them (a grant decided from the probe is confirmed by them, see Grant).
-struct LockEngine::Probe {
+struct EngineShard::Probe {
   uint64_t epoch = 0;  // the session's; replies of an older one are ignored
   int pending = 0;     // replies still due
   std::vector<std::string> gone;  // nodes found gone
@@ -216,4 +216,4 @@ struct LockEngine::Probe {
 
 }  // namespace turnstile
 
-#endif  // TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_INTERNAL_H_
+#endif  // TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_INTERNAL_H_

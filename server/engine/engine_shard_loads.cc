@@ -13,8 +13,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 
 namespace turnstile {
 
@@ -30,19 +30,19 @@ namespace {
 
 // Every kHeld contender is a holder (told or not yet told); a waiter counts
 // only while it waits with a stream to tell.
-LockEngine::Tally LockEngine::TallyOf(const Contender& c, bool gone) {
+EngineShard::Tally EngineShard::TallyOf(const Contender& c, bool gone) {
   if (gone) return Tally::kNone;
   if (c.state == State::kHeld) return Tally::kHolder;
   if (c.waiting() && c.sink) return Tally::kWaiter;
   return Tally::kNone;
 }
 
-void LockEngine::SetState(Contender* c, State s) {
+void EngineShard::SetState(Contender* c, State s) {
   c->state = s;
   Retally(c);
 }
 
-void LockEngine::Retally(Contender* c, bool gone) {
+void EngineShard::Retally(Contender* c, bool gone) {
   const Tally now = TallyOf(*c, gone);
   if (now == c->tally) return;
   auto it = locks_.find(c->segment);
@@ -65,7 +65,7 @@ void LockEngine::Retally(Contender* c, bool gone) {
   loads_changed_.insert(c->segment);
 }
 
-std::map<std::string, LockLoad> LockEngine::CountLoads() const {
+std::map<std::string, LockLoad> EngineShard::CountLoads() const {
   std::map<std::string, LockLoad> out;
   for (const auto& [segment, lock] : locks_) {
     LockLoad load;
@@ -89,7 +89,7 @@ std::map<std::string, LockLoad> LockEngine::CountLoads() const {
   return out;
 }
 
-void LockEngine::CheckLoads() const {
+void EngineShard::CheckLoads() const {
   const std::map<std::string, LockLoad> counted = CountLoads();
   size_t holders = 0;
   for (const auto& [segment, lock] : locks_) {
@@ -124,7 +124,7 @@ void LockEngine::CheckLoads() const {
   }
 }
 
-std::vector<LockLoad> LockEngine::LockLoads() {
+void EngineShard::LockLoads(std::vector<LockLoad>* out) {
   absl::MutexLock published(&loads_mu_);
   {
     absl::MutexLock l(&mu_);
@@ -144,13 +144,10 @@ std::vector<LockLoad> LockEngine::LockLoads() {
     }
     loads_changed_.clear();
   }
-  std::vector<LockLoad> out;
-  out.reserve(published_loads_.size());
-  for (const auto& [segment, load] : published_loads_) out.push_back(load);
-  return out;
+  for (const auto& [segment, load] : published_loads_) out->push_back(load);
 }
 
-EngineStats LockEngine::stats() const {
+EngineStats EngineShard::stats() const {
   absl::MutexLock l(&mu_);
   EngineStats s = stats_;
   s.contenders = contenders_.size();

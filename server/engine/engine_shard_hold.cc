@@ -2,8 +2,8 @@
 // watch on its own node (revocation, KeepAlive through other replicas,
 // deletion by someone else), leases and their renewal, losing a hold,
 // ending a contender (its node's delete, the local handoff to a successor
-// of this replica), forgetting it. Part of LockEngine
-// (server/engine/lock_engine.h).
+// of this replica), forgetting it. Part of EngineShard
+// (server/engine/engine_shard.h).
 
 #include <algorithm>
 #include <optional>
@@ -11,8 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -33,10 +33,10 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 // - a handoff between two contenders of this replica: the holder's delete
 //   and a check of the successor's node are one transaction (LocalSuccessor,
 //   IssueDelete), so the transaction's reply confirms the grant.
-// - a grant decided from a stale view's probe (LockEngine::Advance): the
+// - a grant decided from a stale view's probe (EngineShard::Advance): the
 //   probe's read of the waiter's own node was sent behind the reads that
 //   found the nodes ahead gone, and ZooKeeper answers them in order.
-void LockEngine::Grant(Contender* c, bool confirmed) {
+void EngineShard::Grant(Contender* c, bool confirmed) {
   if (confirmed_path_ && *confirmed_path_ == c->path()) {  // LocalSuccessor
     confirmed = true;
     ++stats_.handoffs_in_one_transaction;
@@ -68,7 +68,7 @@ void LockEngine::Grant(Contender* c, bool confirmed) {
 }
 
 // A semaphore holder's grant mark was written (or not).
-void LockEngine::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
+void EngineShard::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
   if (code == ZkCode::kOk) {
     c->mark_written = true;
     // The mark is no renewal (NoteOwnNode counts version bumps).
@@ -107,14 +107,14 @@ void LockEngine::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
 //   - a revocation request written meanwhile is told once the read runs.
 // Leases (ttl > 0) watch at once: renewals through other replicas are
 // followed by the node's version.
-void LockEngine::DeferOwnWatch(Contender* c) {
+void EngineShard::DeferOwnWatch(Contender* c) {
   // One timer for all of them (not one per hold: each would wake the timer
   // thread): holds are queued in grant order and armed in batches.
   own_pending_.push_back(PendingOwnWatch{Clock::now() + kOwnWatchDelay, c->id, c->own_gen});
   if (own_batch_timer_ == 0) ScheduleOwnWatches(own_pending_.front().due);
 }
 
-void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
+void EngineShard::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
   own_batch_timer_ = timers_->Schedule(when, [this] {
     {
       absl::MutexLock l(&mu_);
@@ -150,7 +150,7 @@ void LockEngine::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
 // under load: RELEASED for a hold deleted through the other replica). Only a
 // retried delete (an earlier attempt may have applied) is this release's own
 // doing.
-void LockEngine::OnDeleteFoundNoNode(Contender* c) {
+void EngineShard::OnDeleteFoundNoNode(Contender* c) {
   if (!c->sink || !c->announced || c->delete_retried) {
     OnDeleted(c, nullptr);
     return;
@@ -167,7 +167,7 @@ void LockEngine::OnDeleteFoundNoNode(Contender* c) {
   OnDeleted(c, nullptr);        // the node is gone: the contender behind re-decides
 }
 
-void LockEngine::Announce(Contender* c) {
+void EngineShard::Announce(Contender* c) {
   c->announced = true;
   timers_->Cancel(c->wait_timer);
   c->wait_timer = 0;
@@ -195,7 +195,7 @@ void LockEngine::Announce(Contender* c) {
 
 // A contender whose node vanished before it was told it holds: it lost its
 // place, so it queues again with a new node (as after a session expiry).
-void LockEngine::Requeue(Contender* c) {
+void EngineShard::Requeue(Contender* c) {
   auto it = by_path_.find(c->path());
   if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
   Disarm(c);
@@ -215,7 +215,7 @@ void LockEngine::Requeue(Contender* c) {
 // A holder watches its own node: its deletion by someone else means the hold
 // is gone (LOST, never a silent re-queue); a data change is a KeepAlive made
 // through another replica.
-void LockEngine::ArmOwn(Contender* c) {
+void EngineShard::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
   c->own_read = true;
   auto find = [this](uint64_t id, uint64_t gen)
@@ -272,7 +272,7 @@ void LockEngine::ArmOwn(Contender* c) {
 // writes land between two of its reads. A version bump that neither counter
 // explains is an older replica's KeepAlive (it rewrote the data unchanged):
 // a renewal.
-void LockEngine::NoteOwnNode(Contender* c, const std::string& data, int32_t version) {
+void EngineShard::NoteOwnNode(Contender* c, const std::string& data, int32_t version) {
   if (version <= c->renewed_version) return;
   c->renewed_version = version;
   bool renewal = true;
@@ -301,7 +301,7 @@ void LockEngine::NoteOwnNode(Contender* c, const std::string& data, int32_t vers
 }
 
 // REVOKE_REQUESTED for the latest request seen, once.
-void LockEngine::TellRevoke(Contender* c) {
+void EngineShard::TellRevoke(Contender* c) {
   if (c->revoke_told || !c->sink) return;
   c->revoke_told = true;
   ++stats_.revokes_delivered;
@@ -315,7 +315,7 @@ void LockEngine::TellRevoke(Contender* c) {
   Emit(c, e);
 }
 
-void LockEngine::RenewTtl(Contender* c) {
+void EngineShard::RenewTtl(Contender* c) {
   c->ttl_deadline = Clock::now() + c->params.ttl;
   c->ttl_check_due = false;
   timers_->Cancel(c->ttl_timer);
@@ -340,7 +340,7 @@ void LockEngine::RenewTtl(Contender* c) {
 // reconnect) or not at all (it landed between the event and the re-armed
 // watch). So before revoking, read the version; while contact is not
 // trusted, wait for it (the suspend timer bounds the hold meanwhile).
-void LockEngine::CheckTtl(Contender* c) {
+void EngineShard::CheckTtl(Contender* c) {
   if (!c->slot->trusted(Clock::now())) {
     c->ttl_check_due = true;  // OnConnected / OnContact check again
     return;
@@ -374,7 +374,7 @@ void LockEngine::CheckTtl(Contender* c) {
 }
 
 // Tells the holder first (it must stop now), then deletes its node.
-void LockEngine::Lose(Contender* c, LostReason reason,
+void EngineShard::Lose(Contender* c, LostReason reason,
                       const std::string& message) {
   if (!c->announced) {
     // It was never told it holds: its wait ends instead.
@@ -392,7 +392,7 @@ void LockEngine::Lose(Contender* c, LostReason reason,
   EndContender(c);
 }
 
-void LockEngine::FailWait(Contender* c, const absl::Status& status) {
+void EngineShard::FailWait(Contender* c, const absl::Status& status) {
   AcquireResult r = AcquireResult::kFailed;
   if (absl::IsDeadlineExceeded(status)) r = AcquireResult::kTimeout;
   if (absl::IsFailedPrecondition(status)) r = AcquireResult::kBusy;
@@ -404,7 +404,7 @@ void LockEngine::FailWait(Contender* c, const absl::Status& status) {
 
 // Ends a contender whose sink is done: delete its node if it has one (or
 // will have one: then the create's completion deletes it).
-void LockEngine::EndContender(Contender* c) {
+void EngineShard::EndContender(Contender* c) {
   if (c->waiting()) NoteWaitEnded(c, AcquireResult::kCancelled);  // abandoned
   if (c->state == State::kHeld) NoteHoldEnded(c);
   if (c->state == State::kHeld && c->announced && c->params.lock_delay > Millis(0)) {
@@ -447,7 +447,7 @@ void LockEngine::EndContender(Contender* c) {
 // by lease id or an operator, or its session ended), nothing was applied:
 // the holder's node is deleted alone and the successor re-queues on the
 // usual path (its confirming read finds no node).
-LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
+EngineShard::Contender* EngineShard::LocalSuccessor(Contender* c) {
   if (c->plain_delete) return nullptr;
   // The rule (handoff_rules.h), then whether the one behind is a local
   // waiter that watches this node.
@@ -459,7 +459,7 @@ LockEngine::Contender* LockEngine::LocalSuccessor(Contender* c) {
   return next;
 }
 
-void LockEngine::IssueDelete(Contender* c) {
+void EngineShard::IssueDelete(Contender* c) {
   SetState(c, State::kDeleting);
   Disarm(c);
   uint64_t id = c->id, gen = ++c->gen;
@@ -522,7 +522,7 @@ void LockEngine::IssueDelete(Contender* c) {
 // The contender's node is gone: RELEASED, then the contender behind it
 // re-decides. `confirmed`: the path of a successor whose node a check in the
 // same transaction saw right after the delete (see LocalSuccessor).
-void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
+void EngineShard::OnDeleted(Contender* c, const std::string* confirmed) {
   if (c->sink) {
     ++stats_.released;
     LockEvent e;
@@ -537,7 +537,7 @@ void LockEngine::OnDeleted(Contender* c, const std::string* confirmed) {
   confirmed_path_.reset();
 }
 
-void LockEngine::Forget(Contender* c) {
+void EngineShard::Forget(Contender* c) {
   Disarm(c);
   timers_->Cancel(c->delay_timer);
   c->slot->watched_path_bytes -= c->path_bytes;

@@ -2,7 +2,7 @@
 // removing it when the waiter ends, what a departure seen through a watch
 // or a read tells the view (NoteGone, NoteAllBefore), and the probe of a
 // view proven stale (JoinProbe, OnProbed). Part of
-// LockEngine (server/engine/lock_engine.h).
+// EngineShard (server/engine/engine_shard.h).
 
 #include <algorithm>
 #include <optional>
@@ -10,8 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -20,7 +20,7 @@ namespace turnstile {
 using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 // Watches c->watching with getData: no watch is left if it is already gone.
-void LockEngine::Arm(Contender* c) {
+void EngineShard::Arm(Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
   std::string node = c->watching;
   std::string segment = c->segment;
@@ -122,7 +122,7 @@ void LockEngine::Arm(Contender* c) {
             c->watch_key = 0;  // no watch is left on a missing node
             // The view still had it: other nodes ahead may have gone
             // unseen too. One probe reads them all at once, not one after
-            // another (LockEngine::Advance).
+            // another (EngineShard::Advance).
             c->probe_wanted = true;
             gone();
             auto still = contenders_.find(id);
@@ -139,7 +139,7 @@ void LockEngine::Arm(Contender* c) {
 // Removes the watch a waiter leaves on its blocker, so an ended or
 // re-armed waiter does not keep a watch (outside the watch budget) until
 // that node changes.
-void LockEngine::Disarm(Contender* c) {
+void EngineShard::Disarm(Contender* c) {
   if (c->watch_key != 0 && !c->watching.empty()) {
     // A node is watched by the contenders it blocks (one for a mutex; the
     // readers behind a writer) and, if it is this replica's, by its own
@@ -167,7 +167,7 @@ void LockEngine::Disarm(Contender* c) {
 // Removes a semaphore first waiter's other watches. The server's watch on
 // a node goes only when no other local contender watches it (its own
 // holder, or the waiter behind it as its predecessor).
-void LockEngine::DisarmMore(Contender* c) {
+void EngineShard::DisarmMore(Contender* c) {
   ++c->more_gen;
   for (const auto& [node, key] : c->more_watching) {
     if (key == 0) continue;
@@ -194,7 +194,7 @@ void LockEngine::DisarmMore(Contender* c) {
   c->more_path_bytes = 0;
 }
 
-void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
+void EngineShard::NoteGone(const std::string& segment, const std::string& node) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   std::optional<ContenderName> gone = ParseContenderName(node);
@@ -234,11 +234,11 @@ void LockEngine::NoteGone(const std::string& segment, const std::string& node) {
 }
 
 // A waiter whose view proved stale waits for its lock's probe, starting
-// one if none is in flight (why, and its bounds: LockEngine::Advance). The
+// one if none is in flight (why, and its bounds: EngineShard::Advance). The
 // starter's probe reads the other replicas' entries that can block it;
 // each waiter adds a read of its own node behind them when nothing local
 // blocks it, so that a grant the probe decides is confirmed by it.
-void LockEngine::JoinProbe(Contender* c, LockState& lock) {
+void EngineShard::JoinProbe(Contender* c, LockState& lock) {
   Disarm(c);
   c->watching.clear();
   if (!c->probed_from) c->probed_from = handoff_from_;  // a handoff goes on
@@ -305,7 +305,7 @@ void LockEngine::JoinProbe(Contender* c, LockState& lock) {
 // The probe's replies are in: forget what they found gone (once, for every
 // waiter of this replica) and re-decide its waiters, each arming the usual
 // one watch on what really blocks it, or holding.
-void LockEngine::OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p) {
+void EngineShard::OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p) {
   auto it = locks_.find(segment);
   if (it == locks_.end() || it->second.probe != p) return;
   LockState& lock = it->second;
@@ -332,7 +332,7 @@ void LockEngine::OnProbed(const std::string& segment, const std::shared_ptr<Prob
   }
 }
 
-void LockEngine::NoteAllBefore(const std::string& segment, int32_t seq) {
+void EngineShard::NoteAllBefore(const std::string& segment, int32_t seq) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   if (it->second.queue.EraseRemoteBefore(seq) > 0) {

@@ -7,8 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -39,7 +39,7 @@ std::string LeaseNodePath(const std::string& root, const LeaseId& lease) {
 
 }  // namespace
 
-void LockEngine::ReleaseLease(
+void EngineShard::ReleaseLease(
     const std::string& lease_id,
     std::function<void(absl::Status, const std::string& holder_identity)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
@@ -137,7 +137,7 @@ void RemoteRenew(ZkSession* zk, const std::string& path, int attempts,
 
 }  // namespace
 
-void LockEngine::WriteRevoke(
+void EngineShard::WriteRevoke(
     ZkSession* zk, const std::string& path, const std::string& requester,
     const std::string& reason, int attempts,
     std::function<void(absl::Status, const std::string& holder_identity)> done) {
@@ -176,7 +176,7 @@ void LockEngine::WriteRevoke(
   });
 }
 
-void LockEngine::Revoke(
+void EngineShard::Revoke(
     const std::string& lease_id, const std::string& requester, const std::string& reason,
     std::function<void(absl::Status, const std::string& holder_identity)> done,
     const std::string& identity) {
@@ -188,9 +188,9 @@ void LockEngine::Revoke(
                     options_.limits.max_owner_bytes)),
                 "");
   }
-  if (reason.size() > kMaxRevokeReasonBytes) {
+  if (reason.size() > LockEngine::kMaxRevokeReasonBytes) {
     return done(absl::InvalidArgumentError(absl::StrCat(
-                    "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes)),
+                    "reason is ", reason.size(), " bytes; the limit is ", LockEngine::kMaxRevokeReasonBytes)),
                 "");
   }
   ZkSession* zk = SessionOf(lease->lock_segment);
@@ -211,7 +211,7 @@ void LockEngine::Revoke(
 // holders ahead of it are asked to let go (the front entry; and the shared
 // holders after it, for readers). Best effort: a holder that is gone
 // meanwhile needs no asking. Called with mu_ held.
-void LockEngine::RequestRevokeOfHolders(Contender* c) {
+void EngineShard::RequestRevokeOfHolders(Contender* c) {
   c->revoke_sent = true;
   for (const std::string& node : RevokeTargets(locks_[c->segment].queue, c->node)) {
     WriteRevoke(c->zk(), c->lock_path() + "/" + node, ShownRequester(c->params.identity, c->params.owner),
@@ -219,7 +219,7 @@ void LockEngine::RequestRevokeOfHolders(Contender* c) {
   }
 }
 
-void LockEngine::KeepAlive(const std::string& lease_id,
+void EngineShard::KeepAlive(const std::string& lease_id,
                            std::function<void(absl::StatusOr<Millis>)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
   if (!lease.ok()) {
@@ -297,7 +297,7 @@ void ProclaimWrite(ZkSession* zk, const std::string& path, uint64_t token,
 
 }  // namespace
 
-void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
+void EngineShard::Proclaim(const std::string& lease_id, uint64_t fencing_token,
                           const std::map<std::string, std::string>& metadata,
                           std::function<void(absl::Status)> done) {
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
@@ -306,7 +306,7 @@ void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
     return done(absl::InvalidArgumentError(
         "fencing_token is 0; it must be the lease's token (Acquired.fencing_token)"));
   }
-  if (absl::Status s = ValidateMetadata(metadata, options_.limits); !s.ok()) return done(s);
+  if (absl::Status s = LockEngine::ValidateMetadata(metadata, options_.limits); !s.ok()) return done(s);
   ZkSession* zk = SessionOf(lease->lock_segment);
   if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
@@ -319,7 +319,7 @@ void LockEngine::Proclaim(const std::string& lease_id, uint64_t fencing_token,
                 /*attempts=*/5, std::move(done), not_found);
 }
 
-int64_t LockEngine::LocalGrantUnixMs(const std::string& path) const {
+int64_t EngineShard::LocalGrantUnixMs(const std::string& path) const {
   absl::MutexLock l(&mu_);
   auto it = by_path_.find(path);
   if (it == by_path_.end()) return 0;
@@ -332,7 +332,7 @@ int64_t LockEngine::LocalGrantUnixMs(const std::string& path) const {
 // ---------------------------------------------------------------------------
 // Introspection.
 
-void LockEngine::Describe(
+void EngineShard::Describe(
     const std::string& name,
     std::function<void(absl::StatusOr<LockDescription>)> done) {
   if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
@@ -467,7 +467,7 @@ void LockEngine::Describe(
   });
 }
 
-void LockEngine::List(const std::string& prefix, int limit,
+void EngineShard::List(const std::string& prefix, int limit,
                       std::function<void(absl::StatusOr<LockList>)> done,
                       std::function<bool(const std::string&)> visible) {
   if (limit == 0) limit = 1000;
@@ -514,14 +514,14 @@ void LockEngine::List(const std::string& prefix, int limit,
   });
 }
 
-void LockEngine::ListBatch(std::shared_ptr<ListJob> job) {
+void EngineShard::ListBatch(std::shared_ptr<ListJob> job) {
   size_t begin, end;
   {
     // Uncontended: no answer is outstanding (the first batch, or the last
     // answer of the previous one, which released the lock to call this).
     absl::MutexLock l(&job->mu);
     begin = job->next;
-    end = std::min(job->names.size(), begin + kListBatch);
+    end = std::min(job->names.size(), begin + LockEngine::kListBatch);
     job->next = end;
     job->live.assign(end - begin, false);
     job->left = end - begin;

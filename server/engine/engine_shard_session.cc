@@ -7,14 +7,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/lock_engine.h"
-#include "server/engine/lock_engine_internal.h"
+#include "server/engine/engine_shard.h"
+#include "server/engine/engine_shard_internal.h"
 
 namespace turnstile {
 
 using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
-void LockEngine::SetServingListener(std::function<void(bool)> listener) {
+void EngineShard::SetServingListener(std::function<void(bool)> listener) {
   {
     absl::MutexLock l(&mu_);
     serving_listener_ = std::move(listener);
@@ -34,38 +34,21 @@ bool AllReady(const std::vector<SessionSlot>& slots) {
 
 }  // namespace
 
-bool LockEngine::serving() const {
+bool EngineShard::serving() const {
   absl::MutexLock l(&mu_);
   return AllReady(slots_) && !draining_;
 }
 
-void LockEngine::UpdateServing() {
+void EngineShard::UpdateServing() {
   bool now = AllReady(slots_) && !draining_;
   if (now == last_serving_) return;
   last_serving_ = now;
   if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
 }
 
-SessionSlot* LockEngine::SlotOf(const std::string& segment) {
-  return &slots_[SessionIndexFor(segment, slots_.size())];
-}
+SessionSlot* EngineShard::SlotOf(const std::string& /*segment*/) { return &slots_[0]; }
 
-ZkSession* LockEngine::SessionOf(const std::string& segment) const {
-  return sessions_[SessionIndexFor(segment, sessions_.size())];
-}
-
-size_t LockEngine::SessionIndexOf(const std::string& name) const {
-  return SessionIndexFor(EncodeLockName(name), sessions_.size());
-}
-
-ZkSession* LockEngine::AnyConnected() const {
-  for (ZkSession* zk : sessions_) {
-    if (zk->connected()) return zk;
-  }
-  return nullptr;
-}
-
-void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
+void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
   {
     absl::MutexLock l(&mu_);
     if (shut_down_) return;
@@ -91,12 +74,12 @@ void LockEngine::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
   Deliver();
 }
 
-void LockEngine::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
+void EngineShard::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
   absl::MutexLock l(&mu_);
   session_listeners_.push_back(std::move(listener));
 }
 
-void LockEngine::OnConnected(SessionSlot* slot) {
+void EngineShard::OnConnected(SessionSlot* slot) {
   slot->connected = true;
   // Connecting (also to a follower, which validates the session with the
   // leader first) proves the session alive now.
@@ -119,7 +102,7 @@ void LockEngine::OnConnected(SessionSlot* slot) {
 
 // Steps the contenders of `slot` that waited for the connection or for a
 // trusted contact, and runs the ttl checks that waited for one.
-void LockEngine::StepStalled(SessionSlot* slot) {
+void EngineShard::StepStalled(SessionSlot* slot) {
   std::vector<Contender*> stalled;
   std::vector<uint64_t> ttl_due;
   for (Contender* c : ContendersOf(slot->contenders)) {
@@ -138,7 +121,7 @@ void LockEngine::StepStalled(SessionSlot* slot) {
   }
 }
 
-void LockEngine::OnContact(SessionSlot* slot) {
+void EngineShard::OnContact(SessionSlot* slot) {
   if (!slot->ready()) return;
   // Each confirmed contact refreshes the validity of the slot's holders on
   // their streams: a client that stops hearing these (its replica froze,
@@ -170,14 +153,14 @@ void LockEngine::OnContact(SessionSlot* slot) {
   StepStalled(slot);
 }
 
-bool LockEngine::MayAnnounce(Contender* c) {
+bool EngineShard::MayAnnounce(Contender* c) {
   if (c->slot->trusted(Clock::now())) return true;
   c->stalled = true;  // OnContact (or the reconnect) steps it again
   SendHeartbeat(c->slot);
   return false;
 }
 
-void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
+void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
   if (c->slot->SafeFor(Clock::now()).count() == 0) {
     // The replica has not been sure of its session for longer than the
     // safe time (it was paused, or cut off): the deletion is most likely
@@ -220,7 +203,7 @@ void LockEngine::LoseGoneNode(Contender* c, const char* deleted_message) {
 // exists (ZooKeeper answers a session's requests in order, after the
 // watches it re-sent on reconnect, so a deletion shows up here or as its
 // watch event first); LOST(DELETED) if it is gone.
-void LockEngine::ConfirmResume(Contender* c) {
+void EngineShard::ConfirmResume(Contender* c) {
   uint64_t id = c->id;
   std::string path = c->path();
   c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
@@ -252,12 +235,12 @@ void LockEngine::ConfirmResume(Contender* c) {
   });
 }
 
-void LockEngine::OnDisconnected(SessionSlot* slot) {
+void EngineShard::OnDisconnected(SessionSlot* slot) {
   slot->connected = false;
   Suspend(slot);
 }
 
-void LockEngine::Suspend(SessionSlot* slot) {
+void EngineShard::Suspend(SessionSlot* slot) {
   Millis safe = slot->SafeFor(Clock::now());
   for (Contender* c : ContendersOf(slot->holders)) {
     if (c->state != State::kHeld || c->suspended || !c->announced) continue;
@@ -299,7 +282,7 @@ void LockEngine::Suspend(SessionSlot* slot) {
   });
 }
 
-void LockEngine::OnExpired(SessionSlot* slot) {
+void EngineShard::OnExpired(SessionSlot* slot) {
   slot->connected = false;
   slot->bootstrapped = false;
   slot->in_doubt = false;
@@ -350,11 +333,11 @@ void LockEngine::OnExpired(SessionSlot* slot) {
 
 // Creates the root (each path component) on every new session, then starts
 // the contenders of that session that were waiting for it.
-void LockEngine::Bootstrap(SessionSlot* slot) {
+void EngineShard::Bootstrap(SessionSlot* slot) {
   EnsurePath(slot, 0, PathPrefixes(options_.root));
 }
 
-void LockEngine::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
+void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
   if (index == paths.size()) {
     slot->bootstrapped = true;
     UpdateServing();
@@ -431,15 +414,15 @@ Millis DoubtAfter(const SessionSlot& slot) {
 }
 }  // namespace
 
-Millis LockEngine::HeartbeatInterval(const SessionSlot& slot) {
+Millis EngineShard::HeartbeatInterval(const SessionSlot& slot) {
   return std::max(Millis(100), slot.zk->session_timeout() / kHeartbeatsPerTimeout);
 }
 
-Millis LockEngine::RefreshWithin(const SessionSlot& slot) {
+Millis EngineShard::RefreshWithin(const SessionSlot& slot) {
   return HeartbeatInterval(slot) * kRefreshWithinHeartbeats;
 }
 
-void LockEngine::Heartbeat(SessionSlot* slot) {
+void EngineShard::Heartbeat(SessionSlot* slot) {
   timers_->Cancel(slot->heartbeat_timer);
   const Millis interval = HeartbeatInterval(*slot);
   slot->heartbeat_timer = timers_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
@@ -465,7 +448,7 @@ void LockEngine::Heartbeat(SessionSlot* slot) {
   });
 }
 
-void LockEngine::SendHeartbeat(SessionSlot* slot) {
+void EngineShard::SendHeartbeat(SessionSlot* slot) {
   if (slot->heartbeat_in_flight || !slot->connected) return;
   slot->heartbeat_in_flight = true;
   auto t0 = Clock::now();

@@ -1,0 +1,375 @@
+// EngineShard: the lock engine of one ZooKeeper session of the pool (see
+// lock_engine.h, which routes every call to its shard). Internal to
+// server/engine/: only LockEngine and the engine's translation units
+// include it.
+//
+// A shard owns its session's locks, contenders, counters and delivery
+// queue; its state is guarded by its own mutex, so shards never wait for
+// each other (a session in doubt or reconnecting stalls only its own locks).
+//
+// Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
+// below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
+// TimerQueue's lock and the ZkSession's work queue and its process-wide
+// watch registry (zk_session.cc). loads_mu_ is taken before mu_.
+// deliver_mu_ is only ever try-locked, and held while sinks and listeners
+// run, so they may take any of these but never wait for delivery. Sinks,
+// listeners and `done` callbacks run with no shard lock held. No shard
+// lock is ever held while another shard's is taken.
+//
+// Where each rule lives: the ordering rule (who holds, whom a waiter
+// watches) is the pure function in ordering.h; the per-lock ordered view in
+// lock_queue.h; the contender state machine in engine_shard.cc (creating
+// the node, the entry points), engine_shard_queue.cc (listings, advancing,
+// positions), engine_shard_watch.cc (a waiter's one watch) and
+// engine_shard_hold.cc (grants, holds, leases, endings); the session
+// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
+// engine_shard_session.cc; the RPCs that do not contend (Release and
+// KeepAlive by lease id, Describe, List) in engine_shard_admin.cc; the kept
+// loads in engine_shard_loads.cc.
+//
+// Knowledge shared on this replica: one ordered view per lock (LockQueue),
+// shared by the replica's contenders on it. A departure is one erase, and
+// only the contender directly behind it re-decides. Listings are pipelined
+// behind creates and coalesced per lock (one listing in flight per lock
+// covers every create sent before it). A view may still hold another
+// replica's nodes that left unseen: once a read finds one gone, the waiter
+// reads every other replica's node still ahead of it at once, pipelined in
+// one round trip, and forgets those gone: a handoff costs a constant number
+// of round trips whatever the queue, each unseen departure at most one read,
+// and no listing beyond SPEC's (EngineShard::Advance, engine_shard_queue.cc).
+#ifndef TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_H_
+#define TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/engine/lock_engine.h"
+#include "server/engine/session_slot.h"
+#include "server/engine/timer_queue.h"
+#include "server/recipe/lock_name.h"
+#include "server/recipe/lock_queue.h"
+#include "server/recipe/ordering.h"
+#include "server/zk/zk_session.h"
+
+namespace turnstile {
+
+class EngineShard {
+ public:
+  // `session` (index `index` of `count` in the pool), `timers` and `ids`
+  // must outlive the shard. Installs the session's listener: construct
+  // before starting the session. Contender ids are drawn from `ids` (shared
+  // by the shards, so ids keep arrival order) as n * count + index: the id
+  // names its shard (LockEngine routes by id % count).
+  EngineShard(ZkSession* session, size_t index, size_t count, std::atomic<uint64_t>* ids,
+              TimerQueue* timers, const EngineOptions& options);
+  ~EngineShard();
+  EngineShard(const EngineShard&) = delete;
+  EngineShard& operator=(const EngineShard&) = delete;
+
+  // What LockEngine's methods of the same names do, for this shard's locks
+  // (lock_engine.h says what each means).
+  void Quiesce() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+  absl::StatusOr<uint64_t> Open(const AcquireParams& params,
+                                std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void HalfClose(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Abandon(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseLease(const std::string& lease_id,
+                    std::function<void(absl::Status, const std::string& holder_identity)> done)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void KeepAlive(const std::string& lease_id,
+                 std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  void Revoke(const std::string& lease_id, const std::string& requester,
+              const std::string& reason,
+              std::function<void(absl::Status, const std::string& holder_identity)> done,
+              const std::string& identity) ABSL_LOCKS_EXCLUDED(mu_);
+  void Describe(const std::string& name,
+                std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads only: any shard whose session is connected answers for all.
+  void List(const std::string& prefix, int limit,
+            std::function<void(absl::StatusOr<LockList>)> done,
+            std::function<bool(const std::string&)> visible) ABSL_LOCKS_EXCLUDED(mu_);
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
+  void EndDrain() ABSL_LOCKS_EXCLUDED(mu_);
+  bool serving() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool connected() const { return session_->connected(); }
+  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(mu_);
+  EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Appends this shard's loads to `out`.
+  void LockLoads(std::vector<LockLoad>* out) ABSL_LOCKS_EXCLUDED(mu_, loads_mu_);
+  void SetObserver(EngineObserver* observer) { observer_ = observer; }
+  // `listener` gets this shard's index.
+  void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
+  int64_t LocalGrantUnixMs(const std::string& path) const;
+  void Proclaim(const std::string& lease_id, uint64_t fencing_token,
+                const std::map<std::string, std::string>& metadata,
+                std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // One List call in progress: candidates in name order, checked in batches.
+  struct ListJob {
+    std::vector<std::pair<std::string, std::string>> names;  // name, znode segment
+    size_t limit = 0;
+    ZkSession* zk = nullptr;  // the session that answers this List
+    std::function<void(absl::StatusOr<LockList>)> done;
+    absl::Mutex mu;
+    size_t next ABSL_GUARDED_BY(mu) = 0;         // first candidate not yet asked about
+    size_t left ABSL_GUARDED_BY(mu) = 0;         // answers missing in this batch
+    std::vector<bool> live ABSL_GUARDED_BY(mu);  // this batch's answers
+    LockList out ABSL_GUARDED_BY(mu);
+  };
+  // Asks about the next kListBatch candidates. REQUIRES: job->mu not held.
+  void ListBatch(std::shared_ptr<ListJob> job);
+
+  enum class State {
+    kPendingCreate,  // no node; create not yet issued (no session)
+    kCreating,       // create in flight
+    kCreateUnknown,  // create's reply lost: search for our node by uid
+    kListing,        // getChildren in flight
+    kWaiting,        // watching the node that blocks us
+    kHeld,
+    kDeleting,       // ending: deleting our node
+  };
+  struct Contender;
+  struct Probe;  // engine_shard_internal.h
+  using ContenderPtr = std::unique_ptr<Contender>;
+
+  void OnSessionEvent(SessionSlot* slot, SessionEvent e);
+  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Schedules the next heartbeat tick of `slot`.
+  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a sync (unless one is in flight): its success proves the leader
+  // heard from the session after it was sent.
+  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Contact confirmed: ends an in-doubt period, steps stalled contenders,
+  // refreshes the validity of the slot's holders on their streams.
+  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How often a holder hears STILL_HELD, and within what it must.
+  static Millis HeartbeatInterval(const SessionSlot& slot);
+  static Millis RefreshWithin(const SessionSlot& slot);
+  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
+  // SUSPENDED now, LOST when the safe time runs out.
+  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `c`'s grant may be announced now (contact trusted); otherwise
+  // it waits, stalled, for a heartbeat to confirm contact.
+  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
+  // if the session may have expired by now (the replica was paused or cut
+  // off past the safe time), else DELETED (someone deleted it).
+  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The shard's session (every lock of the shard lives on it); no lock
+  // needed. `segment` documents which lock asks.
+  ZkSession* SessionOf(const std::string& /*segment*/) const { return session_; }
+  // The session if connected, or null; no lock needed.
+  ZkSession* AnyConnected() const { return session_->connected() ? session_ : nullptr; }
+
+  struct LockState;  // this replica's state of one lock (engine_shard_internal.h)
+  // What a contender counts as in its lock's load: a holder (kHeld,
+  // announced or not), a waiter (waiting, with a stream to tell), or
+  // nothing (ending, abandoned, forgotten).
+  enum class Tally : uint8_t { kNone, kWaiter, kHolder };
+  // Every change of a contender's state goes through here (Retally).
+  void SetState(Contender* c, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `c` again in its lock's load and the engine's holders after its
+  // state or stream changed; `gone`: it is being forgotten.
+  void Retally(Contender* c, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static Tally TallyOf(const Contender& c, bool gone);
+  // The loads by counting every contender (what the tallies must equal).
+  std::map<std::string, LockLoad> CountLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With EngineOptions::check_invariants: aborts if a tally differs from a count.
+  void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
+                 const ZkStat& stat) ABSL_LOCKS_EXCLUDED(mu_);
+  void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
+                ZkCode code, const std::vector<std::string>& children)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `rank`: contenders ahead, when the caller knows it (-1: count).
+  void Advance(Contender* c, bool from_listing, int64_t rank = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshPositions(const std::string& segment, size_t limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Semaphores (issue 21): a waiter's watches from its decision; the first
+  // waiter's watches on the holders other than its predecessor; the grant
+  // mark; the refusal of a disagreeing contender.
+  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
+  // The contender node's data as created.
+  std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `confirmed`: a read sent after the decision saw the node (a listing).
+  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleOwnWatches(TimerQueue::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ttl ran out: revoke unless the node's version shows a renewal.
+  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A read of the own node saw `data` at `version`: a renewal and/or a
+  // revocation request if its counters went up.
+  void NoteOwnNode(Contender* c, const std::string& data, int32_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The revocation request of waiter `c` to the holders ahead of it.
+  void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lock-delay: no grant on `segment` for `delay` from now; the lock node
+  // says so (for Describe and contenders of other replicas).
+  void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
+                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the lock node's mark (a listing saw data on it), then re-decides.
+  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-decides the local waiters of `segment` that have nothing ahead.
+  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes a revocation request into the node at `path` (read-modify-write
+  // with its version, retried on a race); `done` on this engine's thread.
+  void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
+                   const std::string& reason, int attempts,
+                   std::function<void(absl::Status, const std::string& holder_identity)> done);
+  void Lose(Contender* c, LostReason reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteGone(const std::string& segment, const std::string& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stale view's probe (engine_shard_watch.cc): `c` waits for the one in
+  // flight on its lock, or starts one; its end re-decides its waiters.
+  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The contenders of `ids` (a session's set), in id order: a snapshot, so
+  // the caller may change them (and the set) while it goes through them.
+  std::vector<Contender*> ContendersOf(const std::set<uint64_t>& ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // For lambdas that run synchronously under mu_ (LockQueue's ForFront,
+  // ReplaceWith...): tells the analysis what their caller holds. Checked in
+  // debug builds; free in release ones (leveldb's port::Mutex::AssertHeld).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) {
+#ifndef NDEBUG
+    mu_.AssertHeld();
+#endif
+  }
+
+  // Queues `fn` to run after the lock is released, in order.
+  void Later(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Emit(Contender* c, LockEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(Contender* c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs queued work outside the lock; call after every locked section.
+  void Deliver() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+
+  TimerQueue* const timers_;
+  const EngineOptions options_;
+  // The shard's session, fixed at construction: read without the lock
+  // (SessionOf, AnyConnected). Everything else about it is the shard's
+  // state, in slots_.
+  ZkSession* const session_;
+  const size_t index_;  // in the pool
+  const size_t count_;  // shards in the pool
+  std::atomic<uint64_t>* const ids_;  // shared by the pool's shards
+
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, ContenderPtr> contenders_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, LockState> locks_ ABSL_GUARDED_BY(mu_);
+  uint64_t create_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, uint64_t> by_path_ ABSL_GUARDED_BY(mu_);
+  // One (the shard's session's), never resized after construction, so the
+  // SessionSlot* that contenders and timers keep stay valid. A slot reached through such
+  // a pointer is still guarded by mu_ (which the analysis cannot follow
+  // through the pointer: every function that takes one REQUIRES mu_).
+  std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool last_serving_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
+      ABSL_GUARDED_BY(mu_);
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  size_t holders_ ABSL_GUARDED_BY(mu_) = 0;  // contenders of Tally::kHolder
+  // Locks whose load changed since the last LockLoads, and locks that
+  // entered a lock-delay (stats().locks_in_delay counts only these).
+  std::set<std::string> loads_changed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(mu_);
+  // The loads LockLoads last published, by segment: a scrape copies these
+  // outside mu_, and under mu_ reads only the locks that changed.
+  absl::Mutex loads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
+  std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Set before the first Open (SetObserver), then only read; called with
+  // mu_ held.
+  EngineObserver* observer_ = nullptr;
+  // Set while a departure is being noted: the start of a handoff.
+  std::optional<TimerQueue::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
+  // Set while a local handoff's transaction is being applied: the path of
+  // the successor whose node it checked (see LocalSuccessor).
+  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(mu_);
+  // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
+  // and the one timer that arms them.
+  static constexpr Millis kOwnWatchDelay{10};
+  struct PendingOwnWatch {
+    TimerQueue::Clock::time_point due;
+    uint64_t id;
+    uint64_t own_gen;
+  };
+  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(mu_);
+  TimerQueue::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Serializes Deliver(): held while queued sink calls and listeners run,
+  // so they run one at a time and in order. Only try-locked, and taken
+  // before mu_ (never while holding it).
+  absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+};
+
+}  // namespace turnstile
+
+#endif  // TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_H_
