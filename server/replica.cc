@@ -184,7 +184,6 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   }
   SetZkClientLogLevel(c.log_level);
 
-  r->timers_ = std::make_unique<TimerQueue>();
   r->housekeeping_ = std::make_unique<TimerQueue>("ts-housekeep");
   ZkClientOptions zo;
   zo.connect_string = c.zk;
@@ -195,10 +194,13 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
   }
   std::vector<ZkSession*> sessions;
+  std::vector<TimerQueue*> timers;
   for (int64_t i = 0; i < c.zk_sessions; ++i) {
     zo.thread_name = absl::StrCat("ts-zk-", i);
+    r->timers_.push_back(std::make_unique<TimerQueue>(absl::StrCat("ts-timers-", i)));
     r->zk_.push_back(i == 0 && zk != nullptr ? std::move(zk) : NewZkClientSession(zo));
     sessions.push_back(r->zk_.back().get());
+    timers.push_back(r->timers_.back().get());
   }
   EngineOptions eo;
   eo.root = c.zk_root;
@@ -209,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;
-  r->engine_ = std::make_unique<LockEngine>(sessions, r->timers_.get(), eo);
+  r->engine_ = std::make_unique<LockEngine>(sessions, timers, eo);
   r->observers_ = std::make_unique<LockObservers>(r->engine_.get());
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
@@ -393,7 +395,7 @@ void Replica::Stop() {
   engine_->Quiesce();
   // No engine timer may run once the engine is being destroyed, nor write
   // to a call once its queue is shut down.
-  timers_->Shutdown();
+  for (auto& t : timers_) t->Shutdown();
   housekeeping_->Shutdown();
   cq_thread_->Stop();
 }

@@ -120,7 +120,11 @@ class Replica {
   ZkSession& zk(size_t i) { return *zk_[i]; }
   size_t zk_sessions() const { return zk_.size(); }
   // Timers pending on the replica's timer thread (tests: nothing leaks).
-  size_t pending_timers() const { return timers_->size(); }
+  size_t pending_timers() const {
+    size_t n = 0;
+    for (const auto& t : timers_) n += t->size();
+    return n;
+  }
   const ReplicaConfig& config() const { return config_; }
 
   // SIGTERM: health NOT_SERVING, new Acquires refused, waiters told
@@ -145,16 +149,18 @@ class Replica {
  private:
   Replica() = default;
   void Stop();
-  // Every 5 s on the timer thread: hands the heap that a burst of streams
+  // Every 5 s on the housekeeping thread: hands the heap that a burst of streams
   // left behind back to the system once many of them have ended.
   void ScheduleHeapTrim();
-  // Four times a second on the timer thread: reloads a changed policy or
+  // Four times a second on the housekeeping thread: reloads a changed policy or
   // CRL file.
   void ScheduleFileChecks();
 
   ReplicaConfig config_;
   int port_ = 0;
-  std::unique_ptr<TimerQueue> timers_;
+  // The engine's timers, one queue (thread "ts-timers-N") per session of
+  // the pool: each shard's own.
+  std::vector<std::unique_ptr<TimerQueue>> timers_;
   // File reloads and heap trims: a thread of their own, so that a 12-45 ms
   // malloc_trim or a slow file read never delays a wait timeout, a lease or
   // a heartbeat on timers_.

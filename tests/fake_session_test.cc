@@ -146,7 +146,7 @@ class FakeSessionTest : public ::testing::Test {
     options.root = kRoot;
     options.replica_id = "fake-" + std::to_string(replicas_.size());
     options.check_invariants = true;
-    r->engine = std::make_unique<LockEngine>(std::vector<ZkSession*>{r->zk.get()},
+    r->engine = std::make_unique<LockEngine>(r->zk.get(),
                                              r->timers.get(), options);
     EXPECT_TRUE(r->zk->Start().ok());
     LockEngine* engine = r->engine.get();

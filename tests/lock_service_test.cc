@@ -605,7 +605,7 @@ TEST_F(LockServiceTest, TurnstiledRunsNoCallbackApiThreads) {
   for (const auto& n : names) EXPECT_NE(n, "nexting_thread") << "a callback-API thread runs";
   // The replica's own threads, as deploy/README.md names them: file
   // reloads and heap trims have a thread apart from the engine's timers.
-  for (const char* own : {"ts-grpc-cq", "ts-zk-0", "ts-timers", "ts-housekeep"}) {
+  for (const char* own : {"ts-grpc-cq", "ts-zk-0", "ts-timers-0", "ts-housekeep"}) {
     EXPECT_EQ(std::count(names.begin(), names.end(), own), 1) << own;
   }
 

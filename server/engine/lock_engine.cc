@@ -3,6 +3,8 @@
 #include "server/engine/lock_engine.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/strip.h"
@@ -33,16 +35,21 @@ const char* AcquireResultName(AcquireResult r) {
   return "?";
 }
 
-LockEngine::LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers,
+LockEngine::LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*> timers,
                        EngineOptions options)
     : options_(std::move(options)), sessions_(std::move(sessions)) {
+  if (timers.size() != sessions_.size()) {
+    std::fprintf(stderr, "LockEngine: %zu sessions but %zu timer queues\n", sessions_.size(),
+                 timers.size());
+    std::abort();
+  }
   {
     absl::MutexLock l(&serving_mu_);
     shard_serving_.assign(sessions_.size(), false);
   }
   for (size_t i = 0; i < sessions_.size(); ++i) {
     shards_.push_back(std::make_unique<EngineShard>(sessions_[i], i, sessions_.size(), &next_id_,
-                                                    timers, options_));
+                                                    timers[i], options_));
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
     shards_[i]->SetServingListener([this, i](bool serving) {

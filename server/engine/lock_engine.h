@@ -240,13 +240,18 @@ class EngineShard;  // engine_shard.h
 
 class LockEngine {
  public:
-  // The sessions and `timers` must outlive the engine. Installs the session
-  // listeners: construct the engine before starting the sessions. At least
-  // one session; a lock's session (and shard) is
+  // The sessions and timers must outlive the engine; stop the timers
+  // before destroying it. Installs the session listeners: construct the
+  // engine before starting the sessions. At least one session, and one
+  // timer queue per session: shard i runs its timers (wait timeouts,
+  // heartbeats, leases) on timers[i], so a shard stuck on its session never
+  // delays another's. A lock's session (and shard) is
   // sessions[SessionIndexFor(segment, n)].
-  LockEngine(std::vector<ZkSession*> sessions, TimerQueue* timers, EngineOptions options);
+  LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*> timers,
+             EngineOptions options);
   LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options)
-      : LockEngine(std::vector<ZkSession*>{zk}, timers, std::move(options)) {}
+      : LockEngine(std::vector<ZkSession*>{zk}, std::vector<TimerQueue*>{timers},
+                   std::move(options)) {}
   ~LockEngine();
   LockEngine(const LockEngine&) = delete;
   LockEngine& operator=(const LockEngine&) = delete;

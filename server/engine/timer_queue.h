@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -29,9 +30,9 @@ class TimerQueue {
   using TimerId = uint64_t;  // 0 is never a valid id
 
   // `name` (up to 15 bytes) names the thread for top -H, perf and /proc.
-  explicit TimerQueue(const char* name = "ts-timers")
-      : thread_([this, name] {
-          pthread_setname_np(pthread_self(), name);
+  explicit TimerQueue(std::string name = "ts-timers")
+      : thread_([this, name = std::move(name)] {
+          pthread_setname_np(pthread_self(), name.c_str());
           Run();
         }) {}
   ~TimerQueue() { Shutdown(); }
