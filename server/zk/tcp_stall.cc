@@ -54,20 +54,12 @@ TcpStallWatch::Verdict TcpStallWatch::Look(int fd, bool pending, int in_flight,
   struct tcp_info ti {};
   socklen_t len = sizeof(ti);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return v;
-  bool waiting = false;  // on TCP, not on ZooKeeper
-  if (ti.tcpi_state == TCP_SYN_SENT) {
-    if (now - since_ >= kConnectPatience) {
-      v.action = Verdict::kAbandon;
-      return v;
-    }
-    waiting = now - since_ >= kProbeEvery;
-  } else if (ti.tcpi_state == TCP_ESTABLISHED) {
-    // Two backoffs of the retransmission timer (data unacknowledged) or of
-    // the probe timer (data not sent yet: seen on a cut with tcpi_unacked 0
-    // and tcpi_probes climbing).
-    waiting = ti.tcpi_backoff >= 2;
+  const TcpWait wait = Classify(ti.tcpi_state, ti.tcpi_backoff, now - since_);
+  if (wait == TcpWait::kGiveUp) {
+    v.action = Verdict::kAbandon;
+    return v;
   }
-  if (!waiting) {
+  if (wait == TcpWait::kNotWaiting) {
     CloseProbe();
     v.look_ms = pending || in_flight > 0 ? static_cast<int>(kLookEvery.count()) : -1;
     return v;
@@ -100,6 +92,19 @@ TcpStallWatch::Verdict TcpStallWatch::Look(int fd, bool pending, int in_flight,
   if (probe_fd_ < 0 && now - probe_since_ >= kProbeEvery) StartProbe(now);
   v.look_ms = static_cast<int>(kProbeLook.count());
   return v;
+}
+
+TcpStallWatch::TcpWait TcpStallWatch::Classify(int tcp_state, int backoff,
+                                               Clock::duration attempt_age) {
+  if (tcp_state == TCP_SYN_SENT) {
+    if (attempt_age >= kConnectPatience) return TcpWait::kGiveUp;
+    return attempt_age >= kProbeEvery ? TcpWait::kWaiting : TcpWait::kNotWaiting;
+  }
+  // Two backoffs of the retransmission timer (data unacknowledged) or of
+  // the probe timer (data not sent yet: seen on a cut with tcpi_unacked 0
+  // and tcpi_probes climbing).
+  if (tcp_state == TCP_ESTABLISHED && backoff >= 2) return TcpWait::kWaiting;
+  return TcpWait::kNotWaiting;
 }
 
 void TcpStallWatch::Forget() {

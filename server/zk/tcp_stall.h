@@ -67,6 +67,13 @@ class TcpStallWatch {
   // socket is a new one, and a running probe is closed.
   void Forget();
 
+  // Look's reading of TCP_INFO, before any probe: what the socket waits
+  // on, given its tcpi_state and tcpi_backoff and how long ago Look first
+  // saw it. kWaiting: on TCP (time to probe the server); kGiveUp: a SYN
+  // unanswered for kConnectPatience. Pure.
+  enum class TcpWait { kNotWaiting, kWaiting, kGiveUp };
+  static TcpWait Classify(int tcp_state, int backoff, Clock::duration attempt_age);
+
  private:
   void NewAttempt(int fd, int port, Clock::time_point now);
   void StartProbe(Clock::time_point now);

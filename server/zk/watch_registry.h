@@ -1,4 +1,4 @@
-// zk_session.cc's registry of watchers (internal to server/zk/).
+// ZkClientSession's registry of watchers (internal to server/zk/).
 //
 // The C client sees a watcher only as a numeric id; the callable lives
 // here, so a watch that never fires (its session expired or closed) is

@@ -5,8 +5,8 @@
 // events) runs on the session's own thread: callbacks must not block. Calls may be made from any thread, including from callbacks. After an
 // expiry the session reconnects with a new session id by itself and reports
 // kExpired then kConnected. Implementations: ZkClientSession (the real C
-// client, the only file that includes zookeeper.h) and test doubles that wrap
-// it to inject faults.
+// client, zk_session_internal.h, the only file that includes zookeeper.h)
+// and test doubles that wrap it to inject faults.
 #ifndef TURNSTILE_SERVER_ZK_ZK_SESSION_H_
 #define TURNSTILE_SERVER_ZK_ZK_SESSION_H_
 
@@ -219,7 +219,7 @@ struct ZkClientOptions {
 };
 
 // The real session over the single-threaded ZooKeeper C client
-// (zookeeper_st), driven by one thread of its own (see zk_session.cc).
+// (zookeeper_st), driven by one thread of its own (see zk_session_internal.h).
 std::unique_ptr<ZkSession> NewZkClientSession(const ZkClientOptions& options);
 
 // Expires the session `creds` on purpose, the way ZooKeeper's own tests do:
