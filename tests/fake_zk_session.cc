@@ -320,6 +320,7 @@ absl::Status FakeZkSession::Start() {
 }
 
 void FakeZkSession::Close() {
+  OpenGate();  // a caller blocked at the gate goes on, into the closed session
   {
     std::lock_guard<std::mutex> s(server_->mu_);
     if (state_ != State::kClosed) {
@@ -363,6 +364,15 @@ void FakeZkSession::DropWatcher(uint64_t key) {
 void FakeZkSession::Submit(ZkOp op, const std::string& path, Apply apply,
                            std::function<void(ZkCode)> fail, uint64_t watch_key,
                            bool keeps_watch_on_no_node) {
+  {
+    std::unique_lock<std::mutex> g(gate_mu_);
+    if (gate_closed_) {
+      ++at_gate_;
+      gate_cv_.notify_all();
+      gate_cv_.wait(g, [&] { return !gate_closed_; });
+      --at_gate_;
+    }
+  }
   std::lock_guard<std::mutex> s(server_->mu_);
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -880,6 +890,22 @@ void FakeZkSession::LoseNextRequest(ZkOp op, const std::string& path_part) {
 }
 
 // --- Connection and session.
+
+void FakeZkSession::CloseGate() {
+  std::lock_guard<std::mutex> g(gate_mu_);
+  gate_closed_ = true;
+}
+
+void FakeZkSession::OpenGate() {
+  std::lock_guard<std::mutex> g(gate_mu_);
+  gate_closed_ = false;
+  gate_cv_.notify_all();
+}
+
+bool FakeZkSession::AwaitCallerAtGate(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> g(gate_mu_);
+  return gate_cv_.wait_for(g, timeout, [&] { return at_gate_ > 0; });
+}
 
 void FakeZkSession::Disconnect() {
   std::lock_guard<std::mutex> s(server_->mu_);

@@ -228,6 +228,17 @@ class FakeZkSession final : public ZkSession {
   void LoseNextReply(ZkOp op, const std::string& path_part);
   void LoseNextRequest(ZkOp op, const std::string& path_part);
 
+  // --- A call that does not return.
+  // While the gate is closed, every request (each ZkSession call that
+  // Submits: creates, deletes, reads, writes, syncs) blocks in its caller's
+  // thread before it reaches the server, until the gate opens. The engine
+  // calls in with its shard's lock held, so that shard is stuck inside its
+  // lock: the worst a session in trouble could do to it.
+  void CloseGate();
+  void OpenGate();
+  // Waits until a caller is blocked at the closed gate.
+  bool AwaitCallerAtGate(std::chrono::milliseconds timeout);
+
   // --- The connection and the session.
   void Disconnect();
   void Reconnect();
@@ -305,6 +316,12 @@ class FakeZkSession final : public ZkSession {
   std::map<uint64_t, Watcher> watchers_;  // client side, by key
   int64_t credentials_id_ = 0;
   std::thread thread_;
+
+  // The gate (a leaf lock: nothing else is taken under it).
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool gate_closed_ = false;
+  int at_gate_ = 0;  // callers blocked now
 };
 
 }  // namespace turnstile::testing

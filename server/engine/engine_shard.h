@@ -10,7 +10,7 @@
 // Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
 // below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
 // TimerQueue's lock and the ZkSession's work queue and its process-wide
-// watch registry (zk_session.cc). loads_mu_ is taken before mu_.
+// watch registry (zk_session_requests.cc). loads_mu_ is taken before mu_.
 // deliver_mu_ is only ever try-locked, and held while sinks and listeners
 // run, so they may take any of these but never wait for delivery. Sinks,
 // listeners and `done` callbacks run with no shard lock held. No shard
