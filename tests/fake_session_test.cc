@@ -23,7 +23,9 @@
 
 #include "absl/strings/str_format.h"
 
+#include "server/engine/engine_shard.h"
 #include "server/engine/lock_engine.h"
+#include "server/engine/session_slot.h"
 #include "server/engine/timer_queue.h"
 #include "server/recipe/lock_name.h"
 #include "tests/fake_zk_session.h"
@@ -1277,6 +1279,31 @@ TEST_F(FakeSessionTest, AShardInTroubleDoesNotHoldUpAnothersGrants) {
   RecordProperty("b_grants_a_healthy", Summary(healthy));
   RecordProperty("b_grants_a_cut", Summary(cut));
   RecordProperty("b_grants_a_stuck", Summary(stalled));
+}
+
+// Every entry point of a shard checks that it was routed to that shard
+// (with --check-invariants, as in every test, or in a debug build): a
+// contender id or a lock of another shard aborts at once, naming both.
+TEST(EngineShardDeathTest, AShardRefusesWhatBelongsToAnother) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  FakeZkServer server;
+  FakeZkSession zk(&server);
+  TimerQueue timers;
+  std::atomic<uint64_t> ids{0};
+  EngineOptions options;
+  options.root = kRoot;
+  options.check_invariants = true;
+  EngineShard shard(&zk, 0, 2, &ids, &timers, options);
+  EXPECT_DEATH(shard.Release(3), "contender 3 belongs to shard 1, not 0");
+  std::string on_1;
+  for (int i = 0; on_1.empty(); ++i) {
+    std::string name = "elsewhere-" + std::to_string(i);
+    if (SessionIndexFor(EncodeLockName(name), 2) == 1) on_1 = name;
+  }
+  AcquireParams p;
+  p.name = on_1;
+  p.owner = "misrouted";
+  EXPECT_DEATH(shard.Open(p, nullptr).IgnoreError(), "belongs to shard 1, not 0");
 }
 
 }  // namespace

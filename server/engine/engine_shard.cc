@@ -1,6 +1,8 @@
 #include "server/engine/engine_shard.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -16,16 +18,60 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
                          std::atomic<uint64_t>* ids, TimerQueue* timers,
                          const EngineOptions& options)
-    : timers_(timers), options_(options), session_(session), index_(index), count_(count),
-      ids_(ids), slots_(1) {
+    : timers_(timers), options_(options), session_(session),
+#ifdef NDEBUG
+      checks_(options.check_invariants),
+#else
+      checks_(true),
+#endif
+      index_(index), count_(count), ids_(ids), slots_(1) {
   SessionSlot* slot = &slots_[0];
   slot->index = index;
   slot->zk = session;
   slot->zk->SetSessionListener([this, slot](SessionEvent e) { OnSessionEvent(slot, e); });
 }
 
+namespace {
+
+// The shard whose lock this thread holds (ShardLock), or null.
+thread_local const EngineShard* held_shard = nullptr;
+
+[[noreturn]] void WrongShard(const std::string& what) {
+  std::fprintf(stderr, "turnstile engine: shard check failed: %s\n", what.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+EngineShard::ShardLock::ShardLock(const EngineShard* shard) : shard_(shard), outer_(held_shard) {
+  if (shard->checks_ && outer_ != nullptr) {
+    WrongShard(absl::StrCat("shard ", shard->index_, "'s lock taken by a thread holding shard ",
+                            outer_->index_, "'s"));
+  }
+  shard->mu_.Lock();
+  held_shard = shard;
+}
+
+EngineShard::ShardLock::~ShardLock() {
+  held_shard = outer_;
+  shard_->mu_.Unlock();
+}
+
+void EngineShard::CheckMine(const std::string& segment) const {
+  if (checks_ && SessionIndexFor(segment, count_) != index_) {
+    WrongShard(absl::StrCat("lock segment \"", segment, "\" belongs to shard ",
+                            SessionIndexFor(segment, count_), ", not ", index_));
+  }
+}
+
+void EngineShard::CheckMine(uint64_t id) const {
+  if (checks_ && id % count_ != index_) {
+    WrongShard(absl::StrCat("contender ", id, " belongs to shard ", id % count_, ", not ", index_));
+  }
+}
+
 EngineShard::~EngineShard() {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   shut_down_ = true;
   for (SessionSlot& slot : slots_) {
     timers_->Cancel(slot.suspend_timer);
@@ -39,7 +85,7 @@ EngineShard::~EngineShard() {
 
 void EngineShard::Quiesce() {
   absl::MutexLock delivering(&deliver_mu_);  // waits for a delivery under way
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   shut_down_ = true;
   for (auto& [id, c] : contenders_) {
     c->sink = nullptr;
@@ -77,7 +123,7 @@ void EngineShard::Deliver() {
     for (;;) {
       std::deque<std::function<void()>> batch;
       {
-        absl::MutexLock l(&mu_);
+        ShardLock l(this);
         if (options_.check_invariants) CheckLoads();
         if (shut_down_) pending_.clear();  // Quiesce: nothing more is delivered
         batch.swap(pending_);
@@ -86,7 +132,7 @@ void EngineShard::Deliver() {
       for (auto& fn : batch) fn();
     }
     deliver_mu_.Unlock();
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     if (pending_.empty()) return;
   }
 }
@@ -101,7 +147,7 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
 
   uint64_t id;
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     if (draining_) {
       return absl::UnavailableError("replica is draining (shutting down)");
     }
@@ -157,7 +203,7 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
     if (p.wait_timeout > Millis(0)) {
       raw->wait_timer = timers_->ScheduleAfter(p.wait_timeout, [this, id] {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           auto it = contenders_.find(id);
           if (it == contenders_.end()) return;
           Contender* c = it->second.get();
@@ -244,7 +290,7 @@ void EngineShard::Stall(Contender* c) {
   uint64_t id = c->id, gen = c->gen;
   timers_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       if (shut_down_) return;
       Contender* c = Find(id, gen);
       if (c == nullptr || !c->stalled || !c->slot->ready()) return;
@@ -309,7 +355,7 @@ absl::Status ZkWriteFailure(const char* what, const std::string& path, ZkCode co
 
 void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                            const std::string& path, const ZkStat& stat) {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   Contender* c = Find(id, gen);
   if (c == nullptr) return;
   if (code == ZkCode::kNoNode) {
@@ -325,7 +371,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     c->zk()->Create(c->lock_path(), "", CreateMode::kContainer,
                 [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
                   {
-                    absl::MutexLock l(&mu_);
+                    ShardLock l(this);
                     Contender* c = Find(id, g);
                     if (c == nullptr) return;
                     if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
@@ -380,7 +426,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
                                      ZkCode code,
                                      const std::vector<std::string>& children) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {
@@ -414,7 +460,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
           c->zk()->Exists(c->path(), [this, id, g](ZkCode code,
                                                          const ZkStat& stat) {
             {
-              absl::MutexLock l(&mu_);
+              ShardLock l(this);
               Contender* c = Find(id, g);
               if (c == nullptr) return;
               if (IsRetryable(code)) {
@@ -451,8 +497,9 @@ void EngineShard::SearchOwnNode(Contender* c) {
 }
 
 void EngineShard::Release(uint64_t id) {
+  CheckMine(id);
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -482,9 +529,10 @@ void EngineShard::Release(uint64_t id) {
 }
 
 void EngineShard::HalfClose(uint64_t id) {
+  CheckMine(id);
   bool probe = false;
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -507,8 +555,9 @@ void EngineShard::HalfClose(uint64_t id) {
 }
 
 void EngineShard::Abandon(uint64_t id) {
+  CheckMine(id);
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
     Contender* c = it->second.get();
@@ -524,7 +573,7 @@ void EngineShard::Abandon(uint64_t id) {
 
 void EngineShard::BeginDrain() {
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     draining_ = true;
     UpdateServing();
     std::vector<Contender*> waiting;
@@ -541,7 +590,7 @@ void EngineShard::BeginDrain() {
 
 void EngineShard::EndDrain() {
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     std::vector<Contender*> held;
     for (auto& [id, c] : contenders_) {
       if (c->state == State::kHeld && c->sink) held.push_back(c.get());

@@ -180,8 +180,33 @@ class EngineShard {
   void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The shard's session (every lock of the shard lives on it); no lock
-  // needed. `segment` documents which lock asks.
-  ZkSession* SessionOf(const std::string& /*segment*/) const { return session_; }
+  // needed.
+  ZkSession* SessionOf(const std::string& segment) const {
+    CheckMine(segment);
+    return session_;
+  }
+  // With checks on (--check-invariants, on in every test, or a build
+  // without NDEBUG): abort unless the lock of `segment`, or the contender
+  // `id`, belongs to this shard. SlotOf and SessionOf check the segment,
+  // so every entry point naming a lock or a lease checks it was routed
+  // here; Release, HalfClose and Abandon check the id.
+  void CheckMine(const std::string& segment) const;
+  void CheckMine(uint64_t id) const;
+
+  // Takes this shard's lock. With checks on, aborts if the calling thread
+  // already holds another shard's lock: shards never wait for each other,
+  // and no path may take two (a sink or listener runs with none held).
+  class ABSL_SCOPED_LOCKABLE ShardLock {
+   public:
+    explicit ShardLock(const EngineShard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_);
+    ~ShardLock() ABSL_UNLOCK_FUNCTION();
+    ShardLock(const ShardLock&) = delete;
+    ShardLock& operator=(const ShardLock&) = delete;
+
+   private:
+    const EngineShard* const shard_;
+    const EngineShard* const outer_;  // the shard this thread held before (null)
+  };
   // The session if connected, or null; no lock needed.
   ZkSession* AnyConnected() const { return session_->connected() ? session_ : nullptr; }
 
@@ -314,6 +339,7 @@ class EngineShard {
   // (SessionOf, AnyConnected). Everything else about it is the shard's
   // state, in slots_.
   ZkSession* const session_;
+  const bool checks_;   // CheckMine and ShardLock's check
   const size_t index_;  // in the pool
   const size_t count_;  // shards in the pool
   std::atomic<uint64_t>* const ids_;  // shared by the pool's shards

@@ -49,7 +49,7 @@ void EngineShard::ReleaseLease(
   }
   std::string path = LeaseNodePath(options_.root, *lease);
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     SessionSlot* slot = SlotOf(lease->lock_segment);
     if (!slot->connected) {
       Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session"), ""); });
@@ -160,7 +160,7 @@ void EngineShard::WriteRevoke(
     zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
       if (code == ZkCode::kOk) {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           ++stats_.revokes_requested;
           if (observer_) observer_->OnRevokeRequested();
         }
@@ -232,7 +232,7 @@ void EngineShard::KeepAlive(const std::string& lease_id,
         "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
   };
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     SessionSlot* slot = SlotOf(lease->lock_segment);
     Contender* c = FindByPath(path);
     if (c != nullptr) {
@@ -320,7 +320,7 @@ void EngineShard::Proclaim(const std::string& lease_id, uint64_t fencing_token,
 }
 
 int64_t EngineShard::LocalGrantUnixMs(const std::string& path) const {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   auto it = by_path_.find(path);
   if (it == by_path_.end()) return 0;
   auto c = contenders_.find(it->second);
@@ -417,7 +417,7 @@ void EngineShard::Describe(
       // An exclusive or shared holder's grant time is known only to the
       // replica that granted it (no write on a mutex's path for it).
       {
-        absl::MutexLock el(&mu_);
+        ShardLock el(this);
         for (size_t h = 0; h < d.holders.size(); ++h) {
           if (d.holders[h].info.granted_unix_ms > 0) continue;
           Contender* c = FindByPath(holder_paths[h]);

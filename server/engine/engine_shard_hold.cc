@@ -117,7 +117,7 @@ void EngineShard::DeferOwnWatch(Contender* c) {
 void EngineShard::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
   own_batch_timer_ = timers_->Schedule(when, [this] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       own_batch_timer_ = 0;
       if (shut_down_) return;
       // Holds due within half the delay are armed now too: the next run is
@@ -228,7 +228,7 @@ void EngineShard::ArmOwn(Contender* c) {
       c->path(),
       [this, id, gen, find](WatchEventType type) {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           Contender* c = find(id, gen);
           if (c != nullptr && c->state == State::kDeleting && type == WatchEventType::kDeleted) {
             ++stats_.own_watch_fired_on_release;  // its own delete: it wakes nobody else
@@ -247,7 +247,7 @@ void EngineShard::ArmOwn(Contender* c) {
       },
       [this, id, gen, find](ZkCode code, const std::string& data, const ZkStat& stat) {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
           if (c->state != State::kHeld) return;
@@ -322,7 +322,7 @@ void EngineShard::RenewTtl(Contender* c) {
   uint64_t id = c->id;
   c->ttl_timer = timers_->Schedule(c->ttl_deadline, [this, id] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = contenders_.find(id);
       if (it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -351,7 +351,7 @@ void EngineShard::CheckTtl(Contender* c) {
   c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string& data,
                                                    const ZkStat& stat) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -472,7 +472,7 @@ void EngineShard::IssueDelete(Contender* c) {
     c->handoff_in_flight = next != nullptr;
     auto done = [this, id, gen, next_path](ZkCode del, ZkCode check) {
       {
-        absl::MutexLock l(&mu_);
+        ShardLock l(this);
         Contender* c = Find(id, gen);
         if (c == nullptr) return;
         c->handoff_in_flight = false;
@@ -503,7 +503,7 @@ void EngineShard::IssueDelete(Contender* c) {
   }
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {

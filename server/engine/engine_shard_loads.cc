@@ -127,7 +127,7 @@ void EngineShard::CheckLoads() const {
 void EngineShard::LockLoads(std::vector<LockLoad>* out) {
   absl::MutexLock published(&loads_mu_);
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     for (const std::string& segment : loads_changed_) {
       auto it = locks_.find(segment);
       if (it == locks_.end() || it->second.ids.empty()) {
@@ -148,7 +148,7 @@ void EngineShard::LockLoads(std::vector<LockLoad>* out) {
 }
 
 EngineStats EngineShard::stats() const {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   EngineStats s = stats_;
   s.contenders = contenders_.size();
   s.holders = holders_;

@@ -37,7 +37,7 @@ void EngineShard::RequestList(const std::string& segment) {
       [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
                                      const ZkStat& stat) {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           if (!shut_down_) {
             // Data on the lock node: a lock-delay may be running (started
             // by another replica). Grants wait until it is read.
@@ -242,7 +242,7 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
       uint64_t id = c->id, gen = c->gen;
       c->delay_timer = timers_->Schedule(lock.delayed_until, [this, id, gen] {
         {
-          absl::MutexLock l(&mu_);
+          ShardLock l(this);
           if (shut_down_) return;
           Contender* c = Find(id, gen);
           if (c == nullptr) return;
@@ -363,7 +363,7 @@ void EngineShard::ArmMore(Contender* c) {
         c->lock_path() + "/" + node,
         [this, find, id, gen, node, gone](WatchEventType type) {
           {
-            absl::MutexLock l(&mu_);
+            ShardLock l(this);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             for (auto& [n, key] : c->more_watching) {
@@ -384,7 +384,7 @@ void EngineShard::ArmMore(Contender* c) {
         },
         [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
           {
-            absl::MutexLock l(&mu_);
+            ShardLock l(this);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             if (code == ZkCode::kNoNode) {
@@ -420,7 +420,7 @@ void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data
   c->zk()->SetData(path, EncodeContenderInfo(*info), version,
                    [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -431,7 +431,7 @@ void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data
                                                                      const std::string& data,
                                                                      const ZkStat& stat) {
           {
-            absl::MutexLock l(&mu_);
+            ShardLock l(this);
             auto it = contenders_.find(id);
             if (shut_down_ || it == contenders_.end()) return;
             Contender* c = it->second.get();
@@ -478,7 +478,7 @@ void EngineShard::ReadLockMark(const std::string& segment) {
                                                        ZkCode code, const std::string& data,
                                                        const ZkStat&) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = locks_.find(segment);
       if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
       it->second.mark_pending = false;
@@ -553,7 +553,7 @@ void EngineShard::ScheduleSweep(const std::string& segment) {
   it->second.sweep_scheduled = true;
   timers_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       if (shut_down_) return;
       auto it = locks_.find(segment);
       if (it == locks_.end()) return;

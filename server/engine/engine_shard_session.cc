@@ -16,7 +16,7 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 
 void EngineShard::SetServingListener(std::function<void(bool)> listener) {
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     serving_listener_ = std::move(listener);
     Later([fn = serving_listener_, s = last_serving_] { fn(s); });
   }
@@ -35,7 +35,7 @@ bool AllReady(const std::vector<SessionSlot>& slots) {
 }  // namespace
 
 bool EngineShard::serving() const {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   return AllReady(slots_) && !draining_;
 }
 
@@ -46,11 +46,14 @@ void EngineShard::UpdateServing() {
   if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
 }
 
-SessionSlot* EngineShard::SlotOf(const std::string& /*segment*/) { return &slots_[0]; }
+SessionSlot* EngineShard::SlotOf(const std::string& segment) {
+  CheckMine(segment);
+  return &slots_[0];
+}
 
 void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
   {
-    absl::MutexLock l(&mu_);
+    ShardLock l(this);
     if (shut_down_) return;
     switch (e) {
       case SessionEvent::kConnected:
@@ -75,7 +78,7 @@ void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
 }
 
 void EngineShard::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
-  absl::MutexLock l(&mu_);
+  ShardLock l(this);
   session_listeners_.push_back(std::move(listener));
 }
 
@@ -183,7 +186,7 @@ void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
   const std::string message = deleted_message;
   c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -208,7 +211,7 @@ void EngineShard::ConfirmResume(Contender* c) {
   std::string path = c->path();
   c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -256,7 +259,7 @@ void EngineShard::Suspend(SessionSlot* slot) {
   timers_->Cancel(slot->suspend_timer);
   slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       slot->suspend_timer = 0;
       if ((slot->connected && !slot->in_doubt) || shut_down_) return;
       std::vector<Contender*> held;
@@ -358,7 +361,7 @@ void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::s
                    [this, slot, index, paths = std::move(paths), epoch](
                        ZkCode code, const std::string&, const ZkStat&) {
                      {
-                       absl::MutexLock l(&mu_);
+                       ShardLock l(this);
                        if (shut_down_ || epoch != slot->epoch) return;
                        if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
                          EnsurePath(slot, index + 1, paths);
@@ -427,7 +430,7 @@ void EngineShard::Heartbeat(SessionSlot* slot) {
   const Millis interval = HeartbeatInterval(*slot);
   slot->heartbeat_timer = timers_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       slot->heartbeat_timer = 0;
       if (shut_down_) return;
       if (slot->connected) {
@@ -456,7 +459,7 @@ void EngineShard::SendHeartbeat(SessionSlot* slot) {
   uint64_t epoch = slot->epoch;
   slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
     {
-      absl::MutexLock l(&mu_);
+      ShardLock l(this);
       if (shut_down_ || epoch != slot->epoch) return;
       slot->heartbeat_in_flight = false;
       if (code == ZkCode::kOk) {
