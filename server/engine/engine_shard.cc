@@ -186,13 +186,13 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
     c->segment = segment;
     c->root = &options_.root;
     c->slot = slot;
-    c->uid = NewContenderUid();
+    const std::string uid = NewContenderUid();
+    std::copy_n(uid.data(), c->uid.size(), c->uid.begin());
     c->started_unix_ms = NowUnixMs();
     c->sink = std::move(sink);
     Contender* raw = c.get();
     contenders_.emplace(id, std::move(c));
     local.insert(id);
-    slot->contenders.insert(id);
     LockState& lock = locks_[segment];
     if (lock.name.empty()) lock.name = p.name;
     if (p.kind == ContenderKind::kSemaphore) {
@@ -231,6 +231,13 @@ std::vector<EngineShard::Contender*> EngineShard::ContendersOf(const std::set<ui
     auto it = contenders_.find(id);
     if (it != contenders_.end()) out.push_back(it->second.get());
   }
+  return out;
+}
+
+std::vector<EngineShard::Contender*> EngineShard::AllContenders() {
+  std::vector<Contender*> out;
+  out.reserve(contenders_.size());
+  for (auto& [id, c] : contenders_) out.push_back(c.get());
   return out;
 }
 
@@ -324,7 +331,7 @@ void EngineShard::IssueCreate(Contender* c) {
   c->create_order = ++create_counter_;
   uint64_t id = c->id, gen = ++c->gen;
   c->zk()->Create(c->lock_path() + "/" +
-                      ContenderNodePrefix(c->params.kind, c->uid, c->params.max_holders),
+                      ContenderNodePrefix(c->params.kind, c->uid_view(), c->params.max_holders),
               CreateData(c), CreateMode::kEphemeralSequential,
               [this, id, gen](ZkCode code, const std::string& path,
                               const ZkStat& stat) {
@@ -442,7 +449,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
         std::string mine;
         for (const auto& child : children) {
           auto n = ParseContenderName(child);
-          if (n && n->uid == c->uid) mine = child;
+          if (n && n->uid == c->uid_view()) mine = child;
         }
         if (mine.empty()) {
           if (c->abandoned || !c->sink) {

@@ -312,6 +312,9 @@ class EngineShard {
   // the caller may change them (and the set) while it goes through them.
   std::vector<Contender*> ContendersOf(const std::set<uint64_t>& ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every contender of the shard (all on its one session), in id order: a
+  // snapshot, as ContendersOf.
+  std::vector<Contender*> AllContenders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -560,7 +560,6 @@ void EngineShard::Forget(Contender* c) {
       locks_.erase(lk);
     }
   }
-  c->slot->contenders.erase(c->id);
   contenders_.erase(c->id);  // destroys *c
 }
 

@@ -3,6 +3,7 @@
 #ifndef TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_INTERNAL_H_
 #define TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_INTERNAL_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "server/engine/engine_shard.h"
 
 namespace turnstile {
@@ -85,13 +87,64 @@ struct EngineShard::Contender {
   std::string segment;    // encoded lock name
   const std::string* root = nullptr;  // the engine's root (options_.root)
   SessionSlot* slot = nullptr;  // the pool's session for this lock
-  std::string uid;
   int64_t started_unix_ms = 0;  // ContenderInfo.started_unix_ms (Open)
   std::shared_ptr<ContenderSink> sink;  // null once ended or abandoned
-  State state = State::kPendingCreate;  // changed only by SetState
-  Tally tally = Tally::kNone;  // how its lock's load counts it (Retally)
   // Bumped whenever an operation in flight becomes stale (re-arm, reset).
   uint64_t gen = 0;
+  std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
+  // Waiting for its lock's probe (Advance) during a handoff that began then:
+  // kept for the grant the probe decides.
+  std::optional<engine_internal::Clock::time_point> probed_from;
+  size_t path_bytes = 0;  // counted in slot->watched_path_bytes
+  std::string node;  // own node name, once known
+  uint64_t czxid = 0;
+  // Order of the last create sent: a listing covers it if sent after it.
+  uint64_t create_order = 0;
+  std::string watching;     // the node ahead that blocks it
+  uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
+  // A semaphore's first waiter watches every holder ahead of it:
+  // `watching` is its predecessor, these the other holders (node, watch
+  // key; 0 until armed), with their own generation; their path bytes are
+  // counted in slot->watched_path_bytes while watched.
+  std::vector<std::pair<std::string, uint64_t>> more_watching;
+  uint64_t more_gen = 0;
+  size_t more_path_bytes = 0;
+  int64_t granted_unix_ms = 0;  // wall clock of the announcement (Describe)
+  // The own-node read (grant confirmation and the holder's watch) has its
+  // own generation: operations of the hold (delete, TTL) do not make it stale.
+  uint64_t own_gen = 0;
+  int64_t last_position = -1;  // last QUEUED position sent
+  engine_internal::Clock::time_point last_position_at;
+  TimerQueue::TimerId wait_timer = 0;
+  TimerQueue::TimerId ttl_timer = 0;
+  engine_internal::Clock::time_point ttl_deadline;
+  // The own node's renewal and revocation counters last seen (ContenderInfo).
+  int64_t seen_renewals = 0;
+  int64_t seen_revoke_id = 0;
+  int64_t seen_proclaims = 0;
+  // The latest revocation request seen: who and why (rare; not kept inline).
+  std::unique_ptr<std::pair<std::string, std::string>> revoke_seen;
+  int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
+  TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
+  // When the holder was last told its validity (ACQUIRED, STILL_HELD).
+  engine_internal::Clock::time_point refreshed_at;
+  // Metrics.
+  engine_internal::Clock::time_point opened_at = engine_internal::Clock::now();
+  engine_internal::Clock::time_point granted_at;
+
+  // Flags and small fields together, after the 8-byte ones: no padding
+  // holes between them (a contender per waiter: W5 keeps 20,000).
+  // Its node's uid (NewContenderUid: 16 hex chars), inline: a std::string
+  // of 16 would take its 32 bytes and a heap block besides.
+  std::array<char, kContenderUidLen> uid{};
+  int32_t seq = 0;
+  int create_attempts = 0;
+  // The own node's data version the last renewal was counted at: a remote
+  // KeepAlive rewrites the data, so a higher version is a renewal, however
+  // (or whether) its watch event arrived.
+  int32_t renewed_version = 0;
+  State state = State::kPendingCreate;  // changed only by SetState
+  Tally tally = Tally::kNone;  // how its lock's load counts it (Retally)
   bool stalled = false;    // an operation failed with connection loss
   bool abandoned = false;  // ended while its create was in flight
   bool suspended = false;
@@ -99,76 +152,27 @@ struct EngineShard::Contender {
   // itself ended (LoseGoneNode). No STILL_HELD meanwhile.
   bool node_gone = false;
   bool announced = false;  // kHeld and told ACQUIRED (see Grant)
-  std::optional<engine_internal::Clock::time_point> handoff_from;  // blocker known gone
-  // Waiting for its lock's probe (Advance) during a handoff that began then:
-  // kept for the grant the probe decides.
-  std::optional<engine_internal::Clock::time_point> probed_from;
   bool probe_wanted = false;    // a read just found its blocker gone (Arm)
   bool probe_saw_node = false;  // a read of the probe, behind its reads, saw its node
-  int create_attempts = 0;
   bool plain_delete = false;  // the local-handoff transaction failed: delete alone
   bool handoff_in_flight = false;  // the local-handoff transaction is in flight
-  size_t path_bytes = 0;  // counted in slot->watched_path_bytes
-
-  std::string node;  // own node name, once known
-  int32_t seq = 0;
-  uint64_t czxid = 0;
-  // Order of the last create sent: a listing covers it if sent after it.
-  uint64_t create_order = 0;
-  std::string watching;     // the node ahead that blocks it
-  uint64_t watch_key = 0;   // ZkSession key of that watch (for RemoveWatch)
-  // A semaphore's first waiter (issue 21) watches every holder ahead of
-  // it: `watching` is its predecessor, these the other holders (node, watch
-  // key; 0 until armed), with their own generation; their path bytes are
-  // counted in slot->watched_path_bytes while watched.
-  bool first_waiter = false;
-  std::vector<std::pair<std::string, uint64_t>> more_watching;
-  uint64_t more_gen = 0;
-  size_t more_path_bytes = 0;
-  int64_t granted_unix_ms = 0;  // wall clock of the announcement (Describe)
+  bool first_waiter = false;  // a semaphore's first waiter (more_watching)
   bool mark_written = false;    // a semaphore holder's grant mark is on its node
-  // The own-node read (grant confirmation and the holder's watch) has its
-  // own generation: operations of the hold (delete, TTL) do not make it stale.
-  uint64_t own_gen = 0;
-  int64_t last_position = -1;  // last QUEUED position sent
-  engine_internal::Clock::time_point last_position_at;
-
-  TimerQueue::TimerId wait_timer = 0;
-  TimerQueue::TimerId ttl_timer = 0;
-  engine_internal::Clock::time_point ttl_deadline;
-  // The own node's data version the last renewal was counted at: a remote
-  // KeepAlive rewrites the data, so a higher version is a renewal, however
-  // (or whether) its watch event arrived.
-  int32_t renewed_version = 0;
-  // The own node's renewal and revocation counters last seen (ContenderInfo).
-  int64_t seen_renewals = 0;
-  int64_t seen_revoke_id = 0;
-  int64_t seen_proclaims = 0;
-  // The latest revocation request seen: who and why (rare; not kept inline).
-  std::unique_ptr<std::pair<std::string, std::string>> revoke_seen;
   bool revoke_told = true;  // the latest request was told (set false when one is seen)
   bool revoke_sent = false;  // a waiter's request to the holders was sent
   // Lock-delay.
   bool clean_end = false;    // the client asked to release (not lost)
   bool releasing_sent = false;  // kReleasing emitted (HalfClose)
   bool mark_failed = false;  // the clean-release mark could not be written
-  int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
-  TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
   bool own_read = false;        // ArmOwn ran since the grant (see DeferOwnWatch)
   bool delete_retried = false;  // a delete of its node got no answer once
-  // When the holder was last told its validity (ACQUIRED, STILL_HELD).
-  engine_internal::Clock::time_point refreshed_at;
   // The ttl ran out while contact was not trusted: read the version again
   // once it is (a renewal may have landed meanwhile).
   bool ttl_check_due = false;
+  bool wait_noted = false;  // metrics: the wait's end was counted
+  bool hold_open = false;   // metrics: a hold's start was counted
 
-  // Metrics.
-  engine_internal::Clock::time_point opened_at = engine_internal::Clock::now();
-  engine_internal::Clock::time_point granted_at;
-  bool wait_noted = false;
-  bool hold_open = false;
-
-  // root/segment, made when needed: a waiting stream keeps only its segment.
+  absl::string_view uid_view() const { return absl::string_view(uid.data(), uid.size()); }
   std::string lock_path() const { return *root + "/" + segment; }
   std::string path() const { return lock_path() + "/" + node; }
   ZkSession* zk() const { return slot->zk; }

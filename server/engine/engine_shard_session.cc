@@ -108,7 +108,7 @@ void EngineShard::OnConnected(SessionSlot* slot) {
 void EngineShard::StepStalled(SessionSlot* slot) {
   std::vector<Contender*> stalled;
   std::vector<uint64_t> ttl_due;
-  for (Contender* c : ContendersOf(slot->contenders)) {
+  for (Contender* c : AllContenders()) {
     if (c->stalled) stalled.push_back(c);
     if (c->ttl_check_due) ttl_due.push_back(c->id);
   }
@@ -301,7 +301,7 @@ void EngineShard::OnExpired(SessionSlot* slot) {
     // new one that joined it would wait for a reply OnProbed ignores.
     lock.probe.reset();
   }
-  std::vector<Contender*> all = ContendersOf(slot->contenders);
+  std::vector<Contender*> all = AllContenders();
   for (Contender* c : all) c->watch_key = 0;  // the session's watches are gone
   for (Contender* c : all) {
     // Every node of the old session is gone.
@@ -346,7 +346,7 @@ void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::s
     UpdateServing();
     Heartbeat(slot);
     std::vector<Contender*> pending;
-    for (Contender* c : ContendersOf(slot->contenders)) {
+    for (Contender* c : AllContenders()) {
       if (c->state == State::kPendingCreate || c->stalled) pending.push_back(c);
     }
     for (Contender* c : pending) {

@@ -84,11 +84,10 @@ struct SessionSlot {
   TimerQueue::TimerId heartbeat_timer = 0;
   // Sum of the path lengths this session's contenders may watch.
   size_t watched_path_bytes = 0;
-  // This session's contenders (by id, in arrival order, as the engine's
-  // map), and those of them that hold (kHeld, kept by LockEngine::Retally):
-  // a session event, a heartbeat's refresh of the holders or a suspension
-  // visits these, never another session's contenders.
-  std::set<uint64_t> contenders;
+  // Those of this session's contenders that hold (kHeld, kept by
+  // EngineShard::Retally): a heartbeat's refresh of the holders or a
+  // suspension visits these, not every waiter. (All of the session's
+  // contenders are its shard's: EngineShard::AllContenders.)
   std::set<uint64_t> holders;
 
   bool ready() const { return connected && bootstrapped; }

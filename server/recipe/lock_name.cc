@@ -103,7 +103,7 @@ std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid,
 }
 
 std::optional<ContenderName> ParseContenderName(absl::string_view node) {
-  constexpr size_t kUidLen = 16;
+  constexpr size_t kUidLen = kContenderUidLen;
   const absl::string_view full = node;
   ContenderName result;
   // The kind, and for a semaphore its N: strictly what ContenderNodePrefix writes.

@@ -56,7 +56,9 @@ std::string ContenderNodePrefix(ContenderKind kind, absl::string_view uid,
 // lock node must be ignored, never crash us).
 std::optional<ContenderName> ParseContenderName(absl::string_view node);
 
-// A new random uid of 16 lowercase hex chars (64 random bits).
+// A contender uid's length: 16 lowercase hex chars.
+inline constexpr size_t kContenderUidLen = 16;
+// A new random uid of kContenderUidLen lowercase hex chars (64 random bits).
 std::string NewContenderUid();
 
 // A lease id names one contender node:
