@@ -25,7 +25,8 @@
 // bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
 // engine_shard_session.cc; the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc; the kept
-// loads in engine_shard_loads.cc.
+// loads in engine_shard_loads.cc; the shard lock, its checks and delivery
+// in engine_shard_lock.cc.
 //
 // Knowledge shared on this replica: one ordered view per lock (LockQueue),
 // shared by the replica's contenders on it. A departure is one erase, and
