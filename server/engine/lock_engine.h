@@ -365,7 +365,6 @@ class LockEngine {
   const EngineOptions options_;
   const std::vector<ZkSession*> sessions_;
   std::atomic<uint64_t> next_id_{0};  // the shards' contender ids (arrival order)
-  std::vector<std::unique_ptr<EngineShard>> shards_;  // one per session, fixed
 
   // The pool serves when every shard does. Held while the listener runs,
   // so its calls keep the order of the changes (shards report from their
@@ -374,6 +373,10 @@ class LockEngine {
   std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(serving_mu_);
   std::vector<bool> shard_serving_ ABSL_GUARDED_BY(serving_mu_);
   bool last_serving_ ABSL_GUARDED_BY(serving_mu_) = false;
+
+  // One per session, fixed. Last: destroyed first, while what their
+  // listeners reach (serving_mu_, next_id_) still exists.
+  std::vector<std::unique_ptr<EngineShard>> shards_;
 };
 
 }  // namespace turnstile
