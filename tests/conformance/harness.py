@@ -347,6 +347,8 @@ class Scenario:
         self.exclusive = {}       # fenced lock -> holds currently granted and not released
         self.replies = {}         # req -> reply
         self.req = 0
+        self.targets = {}         # client -> its gRPC target
+        self.cli_env = None       # environment of `turnstile` calls (TLS files)
 
     # -- events ------------------------------------------------------------
     def _take(self, timeout):
@@ -434,6 +436,7 @@ class Scenario:
                     tls[names[0]]
             for r in self.replicas:
                 r.wait_serving(self.build, health_env)
+            self.cli_env = health_env  # the CLI's own calls (a waiter's token)
             for i, name in enumerate(names):
                 c = self.spec["clients"][name]
                 lang = c.get("lang") or self.langs[i % len(self.langs)]
@@ -441,6 +444,7 @@ class Scenario:
                 addrs = [self.replicas[r].address for r in reps]
                 target = addrs[0] if len(addrs) == 1 else "ipv4:" + ",".join(addrs)
                 self.clients[name] = Client(name, lang, self.build, target, self.events, tls)
+                self.targets[name] = target
             for name in names:
                 self.await_event(lambda e, n=name: e["client"] == n and e.get("event") == "ready",
                                  30000, "ready from client %s" % name)
@@ -508,12 +512,16 @@ class Scenario:
         elif do == "release":
             self.holds[s["hold"]]["released_sent"] = True
             client.send({"cmd": "release", "hold": s["hold"]})
-        elif do in ("describe", "revoke", "list"):
+        elif do in ("describe", "revoke", "list", "check"):
             self.req += 1
             req = "r%d" % self.req
             cmd = {"cmd": do, "req": req}
             if do == "describe":
                 cmd["lock"] = s["lock"]
+            elif do == "check":
+                cmd["lock"] = s["lock"]
+                cmd["token"] = s["token"] if "token" in s else self.token_of(s["token_of"], s)
+                cmd["stale"] = bool(s.get("stale", False))
             elif do == "list":
                 cmd["prefix"] = s.get("prefix", "")
             else:
@@ -521,7 +529,10 @@ class Scenario:
                 cmd["reason"] = s.get("reason", "")
             client.send(cmd)
             reply = self.await_event(lambda e: e.get("req") == req, within, "reply to " + do)
-            self.expect_reply(reply, s.get("expect", {}))
+            if do == "check":
+                self.expect_check(reply, s)
+            else:
+                self.expect_reply(reply, s.get("expect", {}))
             return
         else:
             raise Failure("unknown step %r" % do)
@@ -576,6 +587,51 @@ class Scenario:
         for key in ("holders", "waiters", "names", "holder_identities"):
             if key in expect and reply.get(key) != expect[key]:
                 raise Failure("%s %s, expected %s" % (key, reply.get(key), expect[key]))
+
+    def token_of(self, hold, s):
+        """The fencing token of a hold: the one its ACQUIRED carried; for a
+        hold still waiting (a token is only handed out with ACQUIRED), its
+        node's token as Describe shows it, read with the CLI through the
+        step's client's target (the waiter whose owner is the hold's
+        client; the library under test then checks that token)."""
+        self.drain_events()  # an ACQUIRED already written counts
+        h = self.holds[hold]
+        if h["token"] is not None:
+            return h["token"]
+        cli = os.path.join(self.build, "client", "turnstile")
+        r = subprocess.run([cli, "--server", self.targets[s["client"]], "--output", "json",
+                            "--rpc-timeout", "5s", "describe", h["lock"]],
+                           env=self.cli_env, capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise Failure("turnstile describe %s (for %s's token) exited %d: %s"
+                          % (h["lock"], hold, r.returncode, r.stdout + r.stderr))
+        waiting = [c for c in json.loads(r.stdout)["contenders"]
+                   if c["role"] == "WAITER" and c["owner"] == h["client"]]
+        if len(waiting) != 1:
+            raise Failure("%s is not the one waiter of %s owned by %s: %s"
+                          % (hold, h["lock"], h["client"], r.stdout.strip()))
+        return int(waiting[0]["fencing_token"])
+
+    def expect_check(self, reply, s):
+        """A CheckToken reply: the expected verdict (or error), linearizable
+        unless the step asked for a stale answer, and with "highest_of" the
+        highest holder token being that hold's."""
+        expect = s.get("expect", {})
+        if isinstance(expect, dict):
+            return self.expect_reply(reply, expect)
+        if "error" in reply:
+            raise Failure("reply %s, expected %s" % (json.dumps(reply), expect))
+        if str(reply.get("verdict", "")).lower() != expect:
+            raise Failure("verdict %s, expected %s (reply %s)"
+                          % (reply.get("verdict"), expect, json.dumps(reply)))
+        stale = bool(s.get("stale", False))
+        if reply.get("linearizable") is not (not stale):
+            raise Failure("linearizable %s with stale %s" % (reply.get("linearizable"), stale))
+        if "highest_of" in s:
+            want = self.token_of(s["highest_of"], s)
+            if int(reply.get("highest_holder_token", -1)) != want:
+                raise Failure("highest_holder_token %s, expected %s's %d"
+                              % (reply.get("highest_holder_token"), s["highest_of"], want))
 
     def fault(self, s):
         kind = s["fault"]
