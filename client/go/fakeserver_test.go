@@ -41,6 +41,7 @@ type fakeReplica struct {
 	identity []string // client certificate CNs seen
 	attempts int32
 	revokes  []*pb.RevokeRequest
+	checks   []*pb.CheckTokenRequest
 }
 
 func ev(t pb.AcquireEvent_Type) *pb.AcquireEvent { return &pb.AcquireEvent{Type: t} }
@@ -123,6 +124,39 @@ func (f *fakeReplica) Describe(ctx context.Context, r *pb.DescribeRequest) (*pb.
 	}
 	return &pb.DescribeResponse{Name: "L", Holders: []*pb.Contender{{Owner: "a", FencingToken: 7,
 		Kind: pb.LockKind_LOCK_KIND_SHARED, Position: 1}}, Waiters: []*pb.Contender{{Owner: "b", Position: 2}}}, nil
+}
+
+// CheckToken answers as if lock "L" had the holder 7 and the waiter 9;
+// "denied" is refused by policy; "flaky" is UNAVAILABLE twice first;
+// "future" answers a verdict this library does not know.
+func (f *fakeReplica) CheckToken(ctx context.Context, r *pb.CheckTokenRequest) (*pb.CheckTokenResponse, error) {
+	f.mu.Lock()
+	f.checks = append(f.checks, r)
+	f.mu.Unlock()
+	if r.Name == "" || r.FencingToken == 0 {
+		return nil, status.Error(codes.InvalidArgument, "name or fencing_token")
+	}
+	resp := &pb.CheckTokenResponse{HighestHolderToken: 7, Linearizable: !r.AllowStale}
+	switch r.Name {
+	case "denied":
+		return nil, status.Error(codes.PermissionDenied, "describe denied")
+	case "flaky":
+		if atomic.AddInt32(&f.attempts, 1) < 3 {
+			return nil, status.Error(codes.Unavailable, "no ZooKeeper session")
+		}
+	case "future":
+		resp.Verdict = pb.CheckTokenResponse_Verdict(99)
+		return resp, nil
+	}
+	switch r.FencingToken {
+	case 7:
+		resp.Verdict = pb.CheckTokenResponse_CURRENT
+	case 9:
+		resp.Verdict = pb.CheckTokenResponse_WAITING
+	default:
+		resp.Verdict = pb.CheckTokenResponse_SUPERSEDED
+	}
+	return resp, nil
 }
 
 // pki writes a CA, a server certificate for 127.0.0.1 and a client

@@ -81,6 +81,8 @@ type command struct {
 	Prefix        string            `json:"prefix"`
 	LeaseID       string            `json:"lease_id"`
 	Reason        string            `json:"reason"`
+	Token         uint64            `json:"token"`
+	Stale         bool              `json:"stale"`
 }
 
 func (r *runner) acquire(cmd command) {
@@ -211,6 +213,22 @@ func (r *runner) unary(cmd command) {
 			return
 		}
 		say(map[string]interface{}{"req": cmd.Req, "ok": true})
+	case "check":
+		lock := ""
+		if cmd.Lock != nil {
+			lock = *cmd.Lock
+		}
+		var opts []turnstile.CheckOption
+		if cmd.Stale {
+			opts = append(opts, turnstile.AllowStale())
+		}
+		res, err := r.c.CheckToken(ctx, lock, cmd.Token, opts...)
+		if err != nil {
+			fail(err)
+			return
+		}
+		say(map[string]interface{}{"req": cmd.Req, "verdict": res.Verdict.String(),
+			"highest_holder_token": res.HighestHolderToken, "linearizable": res.Linearizable})
 	}
 }
 
@@ -249,7 +267,7 @@ func main() {
 			go r.acquire(cmd)
 		case "release":
 			go r.release(cmd)
-		case "describe", "list", "revoke":
+		case "describe", "list", "revoke", "check":
 			go r.unary(cmd)
 		default:
 			say(map[string]interface{}{"event": "error", "code": "UNKNOWN_COMMAND", "message": string(line)})
