@@ -186,6 +186,17 @@ export interface LeaseStatus {
   validFor: number;
 }
 
+/** CheckToken's answer. */
+export interface TokenCheck {
+  /** CURRENT: a hold with this token exists; SUPERSEDED: its hold is gone (never current again);
+   * WAITING: a contender that was never granted. */
+  verdict: 'CURRENT' | 'SUPERSEDED' | 'WAITING';
+  /** The highest fencing token among the lock's holders (0n if none). */
+  highestHolderToken: bigint;
+  /** False when allowStale skipped the replica's ZooKeeper sync. */
+  linearizable: boolean;
+}
+
 export declare class Client {
   /** target: "host:port", or several replicas: "ipv4:10.0.0.1:7400,10.0.0.2:7400". */
   constructor(target: string, options?: ClientOptions);
@@ -202,6 +213,10 @@ export declare class Client {
   /** Replaces a hold's metadata by lease id and fencing token, keeping the hold. Rejects
    * NOT_FOUND (lease gone), FAILED_PRECONDITION (not this lease's token), INVALID_ARGUMENT. */
   proclaim(leaseId: string, fencingToken: bigint, metadata?: Record<string, string>): Promise<void>;
+  /** Whether a fencing token still belongs to a hold of the lock (accept a write only when
+   * CURRENT). Linearizable unless allowStale. Rejects INVALID_ARGUMENT (bad name, token 0),
+   * PERMISSION_DENIED, UNAVAILABLE (the answer is unknown). */
+  checkToken(name: string, fencingToken: bigint, options?: { allowStale?: boolean }): Promise<TokenCheck>;
   /** Follows the leader (first holder) of a lock; observes again by itself after UNAVAILABLE. */
   observe(name: string, options?: ObserveOptions): Observation;
   /** The current leader once (null: nobody holds it); DEADLINE_EXCEEDED if it stays unknown. */

@@ -764,6 +764,37 @@ class Client {
   }
 
   /**
+   * Asks whether `fencingToken` still belongs to a hold of the lock `name`
+   * (Chubby's CheckSequencer), for a resource server that cannot remember
+   * the highest token it has seen: accept a write only when the verdict is
+   * 'CURRENT'. Resolves with { verdict: 'CURRENT' | 'SUPERSEDED' |
+   * 'WAITING', highestHolderToken (bigint, 0n if the lock has no holder),
+   * linearizable }. By default the answer reflects every grant and release
+   * announced before the call; `allowStale` skips the replica's ZooKeeper
+   * sync (cheaper, may miss the last moments' changes). Rejects with
+   * TurnstileError: INVALID_ARGUMENT (empty or malformed name, token 0),
+   * PERMISSION_DENIED, UNAVAILABLE (the answer is unknown: refuse the write
+   * or ask again).
+   */
+  async checkToken(name, fencingToken, { allowStale = false } = {}) {
+    if (typeof name !== 'string') throw invalid('name must be a string');
+    if (typeof fencingToken !== 'bigint' && typeof fencingToken !== 'number' && typeof fencingToken !== 'string') {
+      throw invalid('fencingToken must be a bigint');
+    }
+    const r = await this._unary('CheckToken', {
+      name, fencingToken: String(fencingToken), allowStale: Boolean(allowStale),
+    });
+    if (!VERDICTS.has(r.verdict)) {
+      throw new TurnstileError(Status.UNKNOWN, `CheckToken: unknown verdict ${r.verdict}`);
+    }
+    return {
+      verdict: r.verdict,
+      highestHolderToken: BigInt(r.highestHolderToken || 0),
+      linearizable: Boolean(r.linearizable),
+    };
+  }
+
+  /**
    * Replaces the metadata of a hold by lease id and fencing token, keeping
    * the hold. Rejects with TurnstileError: NOT_FOUND (the lease is gone),
    * FAILED_PRECONDITION (the token is not this lease's: stale),
@@ -879,6 +910,9 @@ function tsToDate(ts) {
   if (!ts) return null;
   return new Date(Number(ts.seconds || 0) * 1000 + Math.floor((ts.nanos || 0) / 1e6));
 }
+
+/** CheckToken's verdicts (CheckTokenResponse.Verdict names). */
+const VERDICTS = new Set(['CURRENT', 'SUPERSEDED', 'WAITING']);
 
 function contender(c) {
   return {

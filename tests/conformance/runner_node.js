@@ -96,6 +96,10 @@ function main() {
       } else if (cmd.cmd === 'revoke') {
         const found = await client.revoke(cmd.lease_id, { reason: cmd.reason || '', requester: args.owner });
         say(found ? { req, ok: true } : { req, error: 'NOT_FOUND' });
+      } else if (cmd.cmd === 'check') {
+        const r = await client.checkToken(cmd.lock, BigInt(cmd.token), { allowStale: Boolean(cmd.stale) });
+        say({ req, verdict: r.verdict, highest_holder_token: r.highestHolderToken.toString(),
+          linearizable: r.linearizable });
       }
     } catch (e) {
       say({ req, error: errCode(e), message: String(e && e.message) });
@@ -134,6 +138,7 @@ function main() {
       case 'describe':
       case 'list':
       case 'revoke':
+      case 'check':
         unary(cmd);
         return;
       default:

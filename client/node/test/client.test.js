@@ -546,9 +546,58 @@ test('the proto loads from the repository', () => {
   assert.ok(fs.existsSync(path.join(protoRoot(), 'turnstile', 'v1', 'lock.proto')));
   const { LockService } = loadProto();
   assert.strictEqual(typeof LockService, 'function');
-  for (const m of ['Acquire', 'Release', 'KeepAlive', 'Describe', 'List', 'Revoke']) {
+  for (const m of ['Acquire', 'Release', 'KeepAlive', 'Describe', 'List', 'Revoke', 'CheckToken']) {
     assert.ok(LockService.service[m], m);
   }
   const c = new Client('127.0.0.1:1', { env: {} });
   c.close();
+});
+
+test('checkToken over gRPC: the request fields, the verdicts and the codes', async () => {
+  const grpc = require('@grpc/grpc-js');
+  const { LockService } = loadProto();
+  const seen = [];
+  const server = new grpc.Server();
+  // Lock "L" has the holder 7 and the waiter 9; "denied" is refused by policy;
+  // "future" answers a verdict this library does not know.
+  server.addService(LockService.service, {
+    CheckToken(call, cb) {
+      const r = call.request;
+      seen.push(r);
+      if (r.name === '' || r.fencingToken === '0') {
+        cb({ code: Status.INVALID_ARGUMENT, details: 'name or fencing_token' });
+      } else if (r.name === 'denied') {
+        cb({ code: Status.PERMISSION_DENIED, details: 'describe denied' });
+      } else {
+        const verdict = r.name === 'future' ? 99
+          : { 7: 'CURRENT', 9: 'WAITING' }[r.fencingToken] || 'SUPERSEDED';
+        cb(null, { verdict, highestHolderToken: '7', linearizable: !r.allowStale });
+      }
+    },
+  });
+  const port = await new Promise((resolve, reject) => server.bindAsync('127.0.0.1:0',
+    grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const client = new Client(`127.0.0.1:${port}`, { env: {}, timeout: 5000 });
+  try {
+    for (const [token, verdict] of [[7n, 'CURRENT'], [5n, 'SUPERSEDED'], [9n, 'WAITING']]) {
+      assert.deepStrictEqual(await client.checkToken('L', token),
+        { verdict, highestHolderToken: 7n, linearizable: true });
+    }
+    assert.deepStrictEqual(await client.checkToken('L', 7n, { allowStale: true }),
+      { verdict: 'CURRENT', highestHolderToken: 7n, linearizable: false });
+    const last = seen[seen.length - 1];
+    assert.deepStrictEqual([last.name, last.fencingToken, last.allowStale], ['L', '7', true]);
+    // A token above 2^53 goes through exactly.
+    await client.checkToken('L', 18446744073709551615n);
+    assert.strictEqual(seen[seen.length - 1].fencingToken, '18446744073709551615');
+    for (const [name, token, code] of [['L', 0n, 'INVALID_ARGUMENT'], ['', 7n, 'INVALID_ARGUMENT'],
+      ['denied', 7n, 'PERMISSION_DENIED'], ['future', 7n, 'UNKNOWN']]) {
+      await assert.rejects(client.checkToken(name, token),
+        (e) => e instanceof TurnstileError && e.codeName === code, `${name} ${token}`);
+    }
+    await assert.rejects(client.checkToken('L', {}), (e) => e.codeName === 'INVALID_ARGUMENT');
+  } finally {
+    client.close();
+    server.forceShutdown();
+  }
 });
