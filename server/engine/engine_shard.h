@@ -24,7 +24,8 @@
 // engine_shard_hold.cc (grants, holds, leases, endings); the session
 // bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
 // engine_shard_session.cc; the RPCs that do not contend (Release and
-// KeepAlive by lease id, Describe, List) in engine_shard_admin.cc; the kept
+// KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
+// fencing-token check in engine_shard_check.cc; the kept
 // loads in engine_shard_loads.cc; the shard lock, its checks and delivery
 // in engine_shard_lock.cc.
 //
@@ -100,6 +101,9 @@ class EngineShard {
               const std::string& identity) ABSL_LOCKS_EXCLUDED(mu_);
   void Describe(const std::string& name,
                 std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads only, on this shard's session (engine_shard_check.cc).
+  void CheckToken(const std::string& name, uint64_t fencing_token, bool allow_stale,
+                  std::function<void(absl::StatusOr<TokenCheck>)> done) const;
   // Reads only: any shard whose session is connected answers for all.
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done,

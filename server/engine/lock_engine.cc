@@ -123,6 +123,13 @@ void LockEngine::Describe(const std::string& name,
   ShardOfSegment(EncodeLockName(name)).Describe(name, std::move(done));
 }
 
+void LockEngine::CheckToken(const std::string& name, uint64_t fencing_token, bool allow_stale,
+                            std::function<void(absl::StatusOr<TokenCheck>)> done) {
+  if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
+  ShardOfSegment(EncodeLockName(name)).CheckToken(name, fencing_token, allow_stale,
+                                                  std::move(done));
+}
+
 void LockEngine::List(const std::string& prefix, int limit,
                       std::function<void(absl::StatusOr<LockList>)> done,
                       std::function<bool(const std::string&)> visible) {

@@ -190,6 +190,18 @@ struct LockList {
   std::vector<std::string> names;
   bool truncated = false;
 };
+// A fencing token's check (CheckToken): whether it belongs to a hold.
+struct TokenCheck {
+  enum class Verdict {
+    kCurrent,     // a holder's node has this czxid
+    kSuperseded,  // no contender's node has it (gone, or never existed)
+    kWaiting,     // a waiter's node has it (never granted yet)
+  };
+  Verdict verdict = Verdict::kSuperseded;
+  // The highest czxid among the holders in the listing decided on (0: none).
+  uint64_t highest_holder_token = 0;
+  bool linearizable = false;  // a sync preceded the reads
+};
 
 // Counters for tests and metrics.
 struct EngineStats {
@@ -300,6 +312,15 @@ class LockEngine {
               std::function<void(absl::Status, const std::string& holder_identity)> done,
               const std::string& identity = "");
   void Describe(const std::string& name, std::function<void(absl::StatusOr<LockDescription>)> done);
+  // Whether `fencing_token` belongs to a hold of lock `name` (the CheckToken
+  // RPC; server/engine/engine_shard_check.cc). Unless `allow_stale`, a
+  // ZooKeeper sync comes first, so the answer reflects every change
+  // committed before the call. INVALID_ARGUMENT (name, token 0), or
+  // UNAVAILABLE (no session, the sync or a read failed, or the lock changed
+  // under every one of kCheckAttempts listings).
+  void CheckToken(const std::string& name, uint64_t fencing_token, bool allow_stale,
+                  std::function<void(absl::StatusOr<TokenCheck>)> done);
+  static constexpr int kCheckAttempts = 10;
   // `visible` (optional): only names it accepts count and are returned
   // (a policy's view), so `limit` and `truncated` are about visible names.
   void List(const std::string& prefix, int limit,

@@ -130,6 +130,12 @@ void LockServiceImpl::Start(grpc::ServerCompletionQueue* cq) {
         async->RequestProclaim(ctx, req, r, cq, cq, tag);
       },
       cq, [this](ProclaimCall* call) { Proclaim(call); });
+  CheckTokenCall::Await(
+      [async](grpc::ServerContext* ctx, v1::CheckTokenRequest* req, CheckTokenCall::Responder* r,
+              grpc::ServerCompletionQueue* cq, void* tag) {
+        async->RequestCheckToken(ctx, req, r, cq, cq, tag);
+      },
+      cq, [this](CheckTokenCall* call) { CheckToken(call); });
   AwaitObserve();
 }
 
@@ -217,6 +223,39 @@ void LockServiceImpl::Describe(DescribeCall* call) {
     NoteRequest("Describe", grpc::StatusCode::OK);
     reactor->Finish(grpc::Status::OK);
   });
+}
+
+void LockServiceImpl::CheckToken(CheckTokenCall* call) {
+  CheckTokenCall* reactor = call;
+  const v1::CheckTokenRequest* req = &call->request();
+  v1::CheckTokenResponse* resp = call->response();
+  absl::StatusOr<std::string> who = Authenticate(call->context(), "CheckToken");
+  absl::Status allowed =
+      who.ok() ? Authorize(*who, AuthzAction::kDescribe, req->name()) : who.status();
+  if (Refused(reactor, "CheckToken", allowed)) return;
+  engine_->CheckToken(req->name(), req->fencing_token(), req->allow_stale(),
+                      [this, reactor, resp](absl::StatusOr<TokenCheck> c) {
+                        if (!c.ok()) {
+                          grpc::Status g = ToGrpc(c.status());
+                          NoteRequest("CheckToken", g.error_code());
+                          return reactor->Finish(g);
+                        }
+                        switch (c->verdict) {
+                          case TokenCheck::Verdict::kCurrent:
+                            resp->set_verdict(v1::CheckTokenResponse::CURRENT);
+                            break;
+                          case TokenCheck::Verdict::kSuperseded:
+                            resp->set_verdict(v1::CheckTokenResponse::SUPERSEDED);
+                            break;
+                          case TokenCheck::Verdict::kWaiting:
+                            resp->set_verdict(v1::CheckTokenResponse::WAITING);
+                            break;
+                        }
+                        resp->set_highest_holder_token(c->highest_holder_token);
+                        resp->set_linearizable(c->linearizable);
+                        NoteRequest("CheckToken", grpc::StatusCode::OK);
+                        reactor->Finish(grpc::Status::OK);
+                      });
 }
 
 void LockServiceImpl::List(ListCall* call) {

@@ -37,6 +37,8 @@ class LockServiceImpl final {
   using DescribeCall = rpc::UnaryCall<v1::DescribeRequest, v1::DescribeResponse>;
   using ListCall = rpc::UnaryCall<v1::ListRequest, v1::ListResponse>;
   using ProclaimCall = rpc::UnaryCall<v1::ProclaimRequest, v1::ProclaimResponse>;
+  using CheckTokenCall = rpc::UnaryCall<v1::CheckTokenRequest, v1::CheckTokenResponse>;
+  void CheckToken(CheckTokenCall* call);
   void Proclaim(ProclaimCall* call);
   void AwaitObserve();
   void Release(ReleaseCall* call);
