@@ -27,6 +27,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import turnstile.v1.LockServiceGrpc;
 import turnstile.v1.Lock.AcquireOpen;
 import turnstile.v1.Lock.AcquireRequest;
+import turnstile.v1.Lock.CheckTokenRequest;
+import turnstile.v1.Lock.CheckTokenResponse;
 import turnstile.v1.Lock.DescribeRequest;
 import turnstile.v1.Lock.DescribeResponse;
 import turnstile.v1.Lock.KeepAliveRequest;
@@ -559,6 +561,43 @@ public final class TurnstileClient implements AutoCloseable {
     }
     return Optional.of(new LockDescription(r.getName(), List.copyOf(holders), List.copyOf(waiters),
         r.getMaxHolders(), r.hasDelayedUntil() ? instant(r.getDelayedUntil()) : null));
+  }
+
+  /**
+   * Whether {@code fencingToken} still belongs to a hold of the lock {@code name} (Chubby's
+   * CheckSequencer), for a resource server that cannot remember the highest token it has seen:
+   * accept a write only when the answer {@link TokenCheck#isCurrent()}. The answer reflects every
+   * grant and release announced before the call (the replica syncs ZooKeeper first). Throws
+   * TurnstileException: INVALID_ARGUMENT (empty or malformed name, token 0), PERMISSION_DENIED
+   * (policy action {@code describe}), UNAVAILABLE (the answer is unknown: refuse the write or ask
+   * again).
+   */
+  public TokenCheck checkToken(String name, long fencingToken) {
+    return checkToken(name, fencingToken, false);
+  }
+
+  /**
+   * {@link #checkToken(String, long)}; with {@code allowStale} the replica skips ZooKeeper's sync
+   * and answers from the view of the ZooKeeper server it is connected to: cheaper, but it may miss
+   * the last moments' changes (see lock.proto's CheckToken).
+   */
+  public TokenCheck checkToken(String name, long fencingToken, boolean allowStale) {
+    CheckTokenResponse r;
+    try {
+      r = unary().checkToken(CheckTokenRequest.newBuilder().setName(name)
+          .setFencingToken(fencingToken).setAllowStale(allowStale).build());
+    } catch (StatusRuntimeException e) {
+      throw TurnstileException.from(e);
+    }
+    TokenVerdict verdict = switch (r.getVerdict()) {
+      case CURRENT -> TokenVerdict.CURRENT;
+      case SUPERSEDED -> TokenVerdict.SUPERSEDED;
+      case WAITING -> TokenVerdict.WAITING;
+      // a verdict this library does not know: no answer it can act on
+      default -> throw new TurnstileException(Status.Code.UNKNOWN,
+          "CheckToken: unknown verdict " + r.getVerdictValue());
+    };
+    return new TokenCheck(verdict, r.getHighestHolderToken(), r.getLinearizable());
   }
 
   static Contender contender(turnstile.v1.Lock.Contender c) {

@@ -11,6 +11,7 @@ import io.turnstile.client.Hold;
 import io.turnstile.client.HoldState;
 import io.turnstile.client.LockDescription;
 import io.turnstile.client.LockKind;
+import io.turnstile.client.TokenCheck;
 import io.turnstile.client.TurnstileClient;
 import io.turnstile.client.TurnstileException;
 import java.io.BufferedReader;
@@ -214,6 +215,13 @@ public final class Runner {
           names.add(n);
         }
         o.add("names", names);
+      } else if (op.equals("check")) {
+        JsonElement stale = cmd.get("stale");
+        TokenCheck r = client.checkToken(str(cmd, "lock", ""), Long.parseUnsignedLong(
+            str(cmd, "token", "0")), stale != null && !stale.isJsonNull() && stale.getAsBoolean());
+        o.addProperty("verdict", r.verdict().name());
+        o.addProperty("highest_holder_token", Long.toUnsignedString(r.highestHolderToken()));
+        o.addProperty("linearizable", r.linearizable());
       } else if (op.equals("revoke")) {
         if (client.revoke(str(cmd, "lease_id", ""), owner, str(cmd, "reason", ""))) {
           o.addProperty("ok", true);
@@ -273,7 +281,7 @@ public final class Runner {
       switch (op) {
         case "acquire" -> pool.execute(() -> runner.acquire(cmd));
         case "release" -> pool.execute(() -> runner.release(cmd));
-        case "describe", "list", "revoke" -> pool.execute(() -> runner.unary(cmd));
+        case "describe", "list", "revoke", "check" -> pool.execute(() -> runner.unary(cmd));
         default -> {
           JsonObject o = new JsonObject();
           o.addProperty("event", "error");

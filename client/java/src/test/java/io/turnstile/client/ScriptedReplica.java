@@ -2,6 +2,7 @@ package io.turnstile.client;
 
 import io.grpc.Server;
 import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
 import io.grpc.inprocess.InProcessChannelBuilder;
 import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.ServerCallStreamObserver;
@@ -16,6 +17,8 @@ import turnstile.v1.Lock.AcquireEvent;
 import turnstile.v1.Lock.AcquireOpen;
 import turnstile.v1.Lock.AcquireRequest;
 import turnstile.v1.Lock.Acquired;
+import turnstile.v1.Lock.CheckTokenRequest;
+import turnstile.v1.Lock.CheckTokenResponse;
 import turnstile.v1.Lock.ObserveEvent;
 import turnstile.v1.Lock.ObserveRequest;
 import turnstile.v1.Lock.ProclaimRequest;
@@ -23,9 +26,9 @@ import turnstile.v1.Lock.ProclaimResponse;
 import turnstile.v1.LockServiceGrpc;
 
 /**
- * An in-process LockService whose Acquire, Observe and Proclaim run the
- * test's scripts, recording what the client asked (opens in order,
- * releases, proclaims). A granted stream stays open until the client
+ * An in-process LockService whose Acquire, Observe, Proclaim and CheckToken
+ * run the test's scripts, recording what the client asked (opens in order,
+ * releases, proclaims, checks). A granted stream stays open until the client
  * releases it (RELEASED) or goes away; the test can push more events to it.
  */
 final class ScriptedReplica implements AutoCloseable {
@@ -40,6 +43,11 @@ final class ScriptedReplica implements AutoCloseable {
 
   interface ProclaimScript {
     Status proclaim(ProclaimRequest r);
+  }
+
+  /** Answers one CheckToken, or throws a StatusRuntimeException. */
+  interface CheckTokenScript {
+    CheckTokenResponse check(CheckTokenRequest r);
   }
 
   /** One Acquire stream, as the script sees it. */
@@ -97,6 +105,9 @@ final class ScriptedReplica implements AutoCloseable {
   final List<AcquireOpen> opens = new CopyOnWriteArrayList<>();
   final List<String> released = new CopyOnWriteArrayList<>();
   final List<ProclaimRequest> proclaims = new CopyOnWriteArrayList<>();
+  final List<CheckTokenRequest> checks = new CopyOnWriteArrayList<>();
+  /** CheckToken's script (set it before the call). */
+  volatile CheckTokenScript checkToken;
   final Map<String, Stream> streams = new ConcurrentHashMap<>();
   volatile int observes;
   private final Server server;
@@ -161,6 +172,20 @@ final class ScriptedReplica implements AutoCloseable {
             } else {
               out.onError(s.asRuntimeException());
             }
+          }
+
+          @Override
+          public void checkToken(CheckTokenRequest r, StreamObserver<CheckTokenResponse> out) {
+            checks.add(r);
+            CheckTokenResponse answer;
+            try {
+              answer = checkToken.check(r);
+            } catch (StatusRuntimeException e) {
+              out.onError(e);
+              return;
+            }
+            out.onNext(answer);
+            out.onCompleted();
           }
         }).build().start();
     client = TurnstileClient.builder("in-process").plaintext()
