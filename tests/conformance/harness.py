@@ -606,7 +606,7 @@ class Scenario:
             raise Failure("turnstile describe %s (for %s's token) exited %d: %s"
                           % (h["lock"], hold, r.returncode, r.stdout + r.stderr))
         waiting = [c for c in json.loads(r.stdout)["contenders"]
-                   if c["role"] == "WAITER" and c["owner"] == h["client"]]
+                   if c["role"].lower() == "waiter" and c["owner"] == h["client"]]
         if len(waiting) != 1:
             raise Failure("%s is not the one waiter of %s owned by %s: %s"
                           % (hold, h["lock"], h["client"], r.stdout.strip()))
