@@ -283,6 +283,12 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
                  "holder's client stopped reading (at most one is kept pending per stream).")
            .Register(r)
            .Add({});
+  m->quota_refusals_family_ =
+      &BuildCounter()
+           .Name("turnstile_quota_refusals_total")
+           .Help("Stream opens refused by a quota of the policy file, by quota name and "
+                 "limit (streams, contenders, opens).")
+           .Register(r);
   m->grpc_family_ = &BuildCounter()
                          .Name("turnstile_grpc_requests_total")
                          .Help("Finished gRPC requests, by method and status code.")
@@ -375,6 +381,11 @@ void Metrics::OnStreamsChanged(const char* kind, int delta) {
 }
 
 void Metrics::OnStillHeldDropped() { still_held_dropped_->Increment(); }
+
+void Metrics::OnQuotaRefused(const std::string& quota, const char* limit) {
+  // Family::Add finds the series when it exists (thread-safe).
+  quota_refusals_family_->Add({{"quota", quota}, {"limit", limit}}).Increment();
+}
 
 void Metrics::SetTlsCertificateExpiry(int64_t unix_seconds) {
   prometheus::Gauge* g = tls_expiry_.load();

@@ -74,6 +74,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   void OnRequestDone(const char* method, int code) override;
   void OnStreamsChanged(const char* kind, int delta) override;
   void OnStillHeldDropped() override;
+  void OnQuotaRefused(const std::string& quota, const char* limit) override;
   // The serving TLS certificate's notAfter (Unix seconds), set at start and
   // after every reload; the series exists only on a replica serving TLS.
   void SetTlsCertificateExpiry(int64_t unix_seconds);
@@ -107,6 +108,9 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   prometheus::Gauge* streams_keepalive_ = nullptr;
   prometheus::Gauge* streams_observe_ = nullptr;
   prometheus::Counter* still_held_dropped_ = nullptr;
+  // By quota name (from the policy file: as many series as it has quotas,
+  // times three limits; never by identity) and limit.
+  prometheus::Family<prometheus::Counter>* quota_refusals_family_ = nullptr;
   prometheus::Family<prometheus::Gauge>* tls_expiry_family_ = nullptr;
   std::atomic<prometheus::Gauge*> tls_expiry_{nullptr};
   prometheus::Family<prometheus::Counter>* grpc_family_ = nullptr;

@@ -124,8 +124,9 @@ void ReplicaConfig::Register(FlagSet* f) {
             "SIGHUP; needs --tls-client-ca-file");
   f->String("authz-file", &authz_file,
             "authorization policy (JSON, see protos/turnstile/v1/authz.proto): which identities "
-            "may do what on which lock-name prefixes; deny by default; reloaded when the file "
-            "changes and on SIGHUP; needs --tls-client-ca-file");
+            "may do what on which lock-name prefixes, deny by default (rules need "
+            "--tls-client-ca-file), and per-identity quotas (streams, contenders, opens per "
+            "second); reloaded when the file changes and on SIGHUP");
   f->String("log-level", &log_level, "error, warn, info or debug");
   f->Bool("check-invariants", &check_invariants,
           "for tests: after every operation the engine recounts its contenders and aborts "
@@ -136,7 +137,7 @@ void ReplicaConfig::Register(FlagSet* f) {
             "Prometheus /metrics address (host:port; port 0 picks a free one; empty disables)");
   f->String("metrics-lock-prefixes", &metrics_lock_prefixes,
             "lock names /metrics may show as a lock label (it has no client authentication): "
-            "auto = all without --authz-file, none with a policy; * = all; else comma-separated "
+            "auto = all without --authz-file rules, none with them; * = all; else comma-separated "
             "lock-name prefixes (empty = none); the rest are summed as lock=\"_hidden\"");
   f->Int("metrics-max-locks", &metrics_max_locks,
          "locks given their own lock label in metrics; the rest are summed as lock=\"_overflow\"");
@@ -176,11 +177,6 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (!c.tls_client_crl_file.empty() && c.tls_client_ca_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls-client-crl-file needs --tls-client-ca-file: it revokes client certificates");
-  }
-  if (!c.authz_file.empty() && c.tls_client_ca_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--authz-file needs --tls-client-ca-file: identities come only from verified client "
-        "certificates");
   }
   SetZkClientLogLevel(c.log_level);
 
@@ -224,7 +220,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     r->verifier_ = std::move(*v);
   }
   if (!c.authz_file.empty()) {
-    auto pf = PolicyFile::Load(c.authz_file);
+    // Without mutual TLS the file may hold quotas (counted by address) but
+    // no rules: a rule needs a verified identity.
+    auto pf = PolicyFile::Load(c.authz_file, /*rules_allowed=*/!c.tls_client_ca_file.empty());
     if (!pf.ok()) return pf.status();
     r->policy_ = std::move(*pf);
   }
@@ -234,7 +232,8 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     mo.listen = c.metrics_listen;
     mo.max_locks = c.metrics_max_locks;
     if (c.metrics_lock_prefixes == "auto") {
-      if (r->policy_ != nullptr) mo.lock_label_prefixes.emplace();  // none
+      // With rules, lock names may be secret from some callers: none.
+      if (r->policy_ != nullptr && r->verifier_ != nullptr) mo.lock_label_prefixes.emplace();
     } else if (c.metrics_lock_prefixes != "*") {
       mo.lock_label_prefixes.emplace();
       for (absl::string_view p : absl::StrSplit(c.metrics_lock_prefixes, ',', absl::SkipEmpty())) {

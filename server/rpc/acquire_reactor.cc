@@ -147,6 +147,11 @@ class AcquireReactor final
         }
         if (!allowed.ok()) p = allowed;
       }
+      if (p.ok()) {
+        // A contender of its identity's quota, decided before ZooKeeper
+        // is touched.
+        if (absl::Status q = quota_.OpenContender(p->name); !q.ok()) p = q;
+      }
       if (p.ok()) p->identity = *identity_;
       absl::StatusOr<uint64_t> id =
           p.ok() ? svc_->engine()->Open(*p, std::make_shared<Sink>(weak_self_))
@@ -186,6 +191,7 @@ class AcquireReactor final
       svc_->CloseStream();
       svc_->NoteStreams("acquire", -1);
     }
+    quota_.Close();
     BidiCall::OnDone();  // may destroy *this
   }
 
@@ -230,8 +236,13 @@ class AcquireReactor final
     if (uint64_t id = id_.load()) svc_->engine()->Release(id);
   }
   void Begin() {
+    if (absl::Status q = quota_.OpenStream(svc_, context(), identity_, "Acquire"); !q.ok()) {
+      FinishAfterWrites(ToGrpc(q));
+      return;
+    }
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
+      quota_.Close();
       FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
@@ -243,6 +254,7 @@ class AcquireReactor final
   std::weak_ptr<AcquireReactor> weak_self_;  // for the engine's sink
   absl::StatusOr<std::string> identity_;
   bool counted_ = false;
+  QuotaSlot quota_;  // on the stream's calls (start, reads, done), which gRPC serializes
   // Touched only by reads, which gRPC serializes.
   v1::AcquireRequest req_;
   // 0 until opened; read by OnCancel/OnDone on other threads.

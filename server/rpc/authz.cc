@@ -33,13 +33,6 @@ constexpr const char* kActionNames[kAuthzActionCount] = {"acquire", "describe", 
                                                          "proclaim"};
 constexpr uint32_t kAllActions = (1u << kAuthzActionCount) - 1;
 
-// Specificity of an identity pattern against an identity it matches:
-// exact beats every glob; between globs, more literal characters win.
-int IdentitySpecificity(absl::string_view pattern) {
-  if (pattern.find('*') == absl::string_view::npos) return INT_MAX;
-  return static_cast<int>(pattern.size() - std::count(pattern.begin(), pattern.end(), '*'));
-}
-
 // protobuf's JSON errors quote the input: a syntax error ends with about 20
 // bytes either side of the error and a caret line, a field error names the
 // field, a value error the value. A file given by mistake (a ZooKeeper
@@ -82,7 +75,9 @@ std::string DescribeJsonError(absl::string_view json, const std::string& pb) {
   const std::string in = path.empty() || !path_is_plain ? "at the top level" : "in " + path;
   if (absl::StrContains(pb, "Cannot find field")) {
     return absl::StrCat("an unknown field ", in,
-                        " (known: rules; in a rule: identities, locks, actions, admin, deny, "
+                        " (known: rules, quotas, default_quota; in a rule: identities, locks, "
+                        "actions, admin, deny, description; in a quota: name, identities, "
+                        "max_streams, max_contenders, opens_per_second, open_burst, "
                         "description)");
   }
   if (absl::StrContains(pb, "invalid value")) {
@@ -102,6 +97,11 @@ std::string DescribeJsonError(absl::string_view json, const std::string& pb) {
 const char* AuthzActionName(AuthzAction a) { return kActionNames[static_cast<int>(a)]; }
 
 bool IdentityMatches(absl::string_view pattern, absl::string_view s) {
+int IdentitySpecificity(absl::string_view pattern) {
+  if (pattern.find('*') == absl::string_view::npos) return INT_MAX;
+  return static_cast<int>(pattern.size() - std::count(pattern.begin(), pattern.end(), '*'));
+}
+
   // Iterative glob with backtracking to the last '*': O(|pattern| * |s|).
   size_t p = 0, i = 0, star = absl::string_view::npos, mark = 0;
   while (i < s.size()) {
@@ -185,6 +185,9 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
     p->rules_.push_back(std::move(rule));
   }
   // Rules by lock prefix: a check looks up the prefixes of the lock name
+  absl::StatusOr<QuotaSet> quotas = QuotaSet::FromProto(msg);
+  if (!quotas.ok()) return quotas.status();
+  p->quotas_ = std::move(*quotas);
   // (at most 257) instead of walking every rule, so 10,000 rules cost
   // about what 10 do.
   for (size_t ri = 0; ri < p->rules_.size(); ++ri) {
@@ -247,13 +250,25 @@ bool AuthzPolicy::MayAllowUnder(absl::string_view identity, AuthzAction action,
 
 // ---------------------------------------------------------------- PolicyFile
 
-absl::StatusOr<std::unique_ptr<PolicyFile>> PolicyFile::Load(const std::string& path) {
-  auto f = std::unique_ptr<PolicyFile>(new PolicyFile(path));
+absl::StatusOr<std::shared_ptr<const AuthzPolicy>> PolicyFile::ParseHere(
+    absl::string_view text) const {
+  auto p = AuthzPolicy::Parse(text);
+  if (p.ok() && !rules_allowed_ && (*p)->rule_count() > 0) {
+    return absl::InvalidArgumentError(
+        "it has rules, which need --tls-client-ca-file (identities come only from verified "
+        "client certificates); without mutual TLS a policy file may hold only quotas");
+  }
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<PolicyFile>> PolicyFile::Load(const std::string& path,
+                                                            bool rules_allowed) {
+  auto f = std::unique_ptr<PolicyFile>(new PolicyFile(path, rules_allowed));
   // Not shared yet: the locks only satisfy the analysis (start-up, once).
   absl::MutexLock reload(&f->reload_mu_);
   auto text = f->file_.ReadNow();
   if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--authz-file: ", text.status().message()));
-  auto p = AuthzPolicy::Parse(*text);
+  auto p = f->ParseHere(*text);
   if (!p.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--authz-file ", path, ": ", p.status().message()));
   }
@@ -279,7 +294,7 @@ bool PolicyFile::Reload(bool force) {
     return false;
   }
   if (!text->has_value()) return false;
-  auto p = AuthzPolicy::Parse(**text);
+  auto p = ParseHere(**text);
   if (!p.ok()) {
     std::fprintf(stderr,
                  "turnstiled: authz policy %s rejected: %s; the previous policy stays in force\n",
@@ -290,8 +305,8 @@ bool PolicyFile::Reload(bool force) {
     absl::MutexLock l(&mu_);
     policy_ = *p;
   }
-  std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules)\n", path().c_str(),
-               (*p)->rule_count());
+  std::fprintf(stderr, "turnstiled: authz policy %s loaded (%zu rules, %zu quotas)\n",
+               path().c_str(), (*p)->rule_count(), (*p)->quotas().size());
   return true;
 }
 

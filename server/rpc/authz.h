@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/watched_file.h"
+#include "server/rpc/quota.h"
 
 namespace grpc {
 class AuthContext;
@@ -52,6 +53,8 @@ class AuthzPolicy {
                      absl::string_view prefix) const;
   size_t rule_count() const { return rules_.size(); }
 
+  // The per-identity quotas (server/rpc/quota.h).
+  const QuotaSet& quotas() const { return quotas_; }
  private:
   struct Rule {
     std::vector<std::string> identities;
@@ -64,16 +67,23 @@ class AuthzPolicy {
   // Lock prefix -> the rules naming it (indexes into rules_, ascending).
   absl::flat_hash_map<std::string, std::vector<size_t>> by_prefix_;
 };
+  QuotaSet quotas_;
 
 // Glob with '*' (any run of characters, '/' included); exact otherwise.
 bool IdentityMatches(absl::string_view pattern, absl::string_view identity);
 
+// How specific a pattern is against an identity it matches: exact beats
+// every glob (INT_MAX); between globs, more literal characters win.
+int IdentitySpecificity(absl::string_view pattern);
 // The current policy of a replica, reloaded from its file. Thread-safe.
 class PolicyFile {
  public:
   // Loads `path` (an error if it is missing or invalid: a replica does not
-  // start with a broken policy).
-  static absl::StatusOr<std::unique_ptr<PolicyFile>> Load(const std::string& path);
+  // start with a broken policy). Without `rules_allowed` (no mutual TLS: no
+  // verified identities) a file with rules is invalid, at start and at
+  // every reload; quotas alone are allowed.
+  static absl::StatusOr<std::unique_ptr<PolicyFile>> Load(const std::string& path,
+                                                          bool rules_allowed = true);
   std::shared_ptr<const AuthzPolicy> current() const ABSL_LOCKS_EXCLUDED(mu_);
   // Re-reads the file if it changed since the last look (force: even if
   // its stat did not change). An invalid file is logged (never its bytes)
@@ -83,9 +93,13 @@ class PolicyFile {
   const std::string& path() const { return path_; }
 
  private:
-  explicit PolicyFile(std::string path) : path_(path), file_(std::move(path)) {}
+  PolicyFile(std::string path, bool rules_allowed)
+      : path_(path), rules_allowed_(rules_allowed), file_(std::move(path)) {}
+  // The policy in `text`, or why it is refused.
+  absl::StatusOr<std::shared_ptr<const AuthzPolicy>> ParseHere(absl::string_view text) const;
   const std::string path_;
   // Serializes Reload; taken before mu_.
+  const bool rules_allowed_;
   absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   WatchedFile file_ ABSL_GUARDED_BY(reload_mu_);
   mutable absl::Mutex mu_;

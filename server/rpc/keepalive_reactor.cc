@@ -103,6 +103,7 @@ class KeepAliveReactor final
       svc_->CloseStream();
       svc_->NoteStreams("keepalive", -1);
     }
+    quota_.Close();
     BidiCall::OnDone();  // may destroy *this
   }
 
@@ -112,8 +113,13 @@ class KeepAliveReactor final
     svc_->NoteRequest("KeepAlive", s.error_code());
   }
   void Begin() {
+    if (absl::Status q = quota_.OpenStream(svc_, context(), identity_, "KeepAlive"); !q.ok()) {
+      FinishAfterWrites(ToGrpc(q));
+      return;
+    }
     counted_ = svc_->TryOpenStream();
     if (!counted_) {
+      quota_.Close();
       FinishAfterWrites(svc_->StreamLimitStatus());
       return;
     }
@@ -124,6 +130,7 @@ class KeepAliveReactor final
   LockServiceImpl* const svc_;
   std::weak_ptr<KeepAliveReactor> weak_self_;
   absl::StatusOr<std::string> identity_;
+  QuotaSlot quota_;  // on the stream's calls (start, done), which gRPC serializes
   bool counted_ = false;
   v1::KeepAliveRequest req_;
 };

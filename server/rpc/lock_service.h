@@ -20,6 +20,32 @@
 
 namespace turnstile {
 
+class LockServiceImpl;
+
+// One stream's place in its identity's quotas (server/rpc/quota.h): what
+// it counts for, given back by Close (or the destructor). Used on the
+// stream's own calls only.
+class QuotaSlot {
+ public:
+  QuotaSlot() = default;
+  QuotaSlot(const QuotaSlot&) = delete;
+  QuotaSlot& operator=(const QuotaSlot&) = delete;
+  ~QuotaSlot() { Close(); }
+  // The stream opens (`method`: Acquire, Observe, KeepAlive): OK, or
+  // RESOURCE_EXHAUSTED naming the quota (nothing counted then).
+  absl::Status OpenStream(LockServiceImpl* svc, grpc::ServerContext* ctx,
+                          const absl::StatusOr<std::string>& identity, const char* method);
+  // An Acquire stream's contender opens on `lock`.
+  absl::Status OpenContender(absl::string_view lock);
+  void Close();
+
+ private:
+  LockServiceImpl* svc_ = nullptr;
+  std::string who_;
+  bool stream_ = false;
+  bool contender_ = false;
+};
+
 class LockServiceImpl final {
  public:
   // `max_streams` bounds open Acquire + KeepAlive streams on this replica.
@@ -102,9 +128,29 @@ class LockServiceImpl final {
     call->Finish(g);
     return true;
   }
+  // The policy whose rules are in force: none without mutual TLS (a
+  // policy file then holds only quotas).
   std::shared_ptr<const AuthzPolicy> policy() const {
-    return policy_ ? policy_->current() : nullptr;
+    return policy_ && verifier_ ? policy_->current() : nullptr;
   }
+
+  // Per-identity quotas (server/rpc/quota.h), counted only with a policy
+  // file. A stream's quota identity: the verified identity, else the
+  // caller's address (also for a caller whose certificate was refused).
+  std::string QuotaIdentityOf(grpc::ServerContext* ctx,
+                              const absl::StatusOr<std::string>& identity) const;
+  // A stream of `who` opens (`method`: Acquire, Observe, KeepAlive): OK and
+  // *counted = true, or RESOURCE_EXHAUSTED naming the quota (audited and
+  // counted in metrics). OK and *counted = false without a policy file.
+  absl::Status OpenQuotaStream(const std::string& who, const char* method, bool* counted);
+  void CloseQuotaStream(const std::string& who);
+  // An Acquire stream of `who` opens a contender on `lock`.
+  absl::Status OpenQuotaContender(const std::string& who, absl::string_view lock, bool* counted);
+  void CloseQuotaContender(const std::string& who);
+  const QuotaTracker& quota_usage() const { return quota_usage_; }
+  // The refusal's metric, and its audit line when the tracker says so.
+  void NoteQuotaRefusal(const QuotaTracker::Refusal& r, const std::string& who,
+                        const char* method, absl::string_view lock) const;
 
  private:
   ClientCertVerifier* verifier_ = nullptr;
@@ -114,6 +160,7 @@ class LockServiceImpl final {
   const size_t max_streams_;
   std::atomic<size_t> open_streams_{0};
   std::atomic<uint64_t> still_held_dropped_{0};
+  QuotaTracker quota_usage_;
   ServiceObserver* observer_ = nullptr;
   v1::LockService::AsyncService async_;
   grpc::ServerCompletionQueue* cq_ = nullptr;

@@ -43,8 +43,14 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
     if (svc_->observers() == nullptr) {
       return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Observe is not served here"));
     }
+    if (absl::Status q = quota_.OpenStream(svc_, context(), who, "Observe"); !q.ok()) {
+      return End(ToGrpc(q));
+    }
     counted_ = svc_->TryOpenStream();
-    if (!counted_) return End(svc_->StreamLimitStatus());
+    if (!counted_) {
+      quota_.Close();
+      return End(svc_->StreamLimitStatus());
+    }
     svc_->NoteStreams("observe", +1);
     auto self = weak_self_.lock();
     absl::StatusOr<uint64_t> id = svc_->observers()->Start(
@@ -95,6 +101,7 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
       svc_->CloseStream();
       svc_->NoteStreams("observe", -1);
     }
+    quota_.Close();
     ServerStreamCall::OnDone();  // may destroy *this
   }
 
@@ -151,6 +158,7 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
   LockServiceImpl* const svc_;
   std::weak_ptr<ObserveReactor> weak_self_;
   bool counted_ = false;
+  QuotaSlot quota_;  // on the stream's start and done, which gRPC serializes
   // Before LockObservers' lock (OnStart may Stop with it held); no other
   // lock is taken with it, and gRPC is called only after it is released.
   absl::Mutex mu_;

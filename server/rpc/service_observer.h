@@ -3,6 +3,8 @@
 #ifndef TURNSTILE_SERVER_RPC_SERVICE_OBSERVER_H_
 #define TURNSTILE_SERVER_RPC_SERVICE_OBSERVER_H_
 
+#include <string>
+
 namespace turnstile {
 
 // Receives the service's measurements. Thread-safe, quick.
@@ -16,6 +18,9 @@ class ServiceObserver {
   virtual void OnStreamsChanged(const char* kind, int delta) = 0;
   // A pending STILL_HELD was replaced by a newer one (a client not reading).
   virtual void OnStillHeldDropped() {}
+  // A quota of the policy file refused an open; `limit` is "streams",
+  // "contenders" or "opens".
+  virtual void OnQuotaRefused(const std::string& quota, const char* limit) {}
 };
 
 }  // namespace turnstile

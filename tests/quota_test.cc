@@ -1,0 +1,543 @@
+// Per-identity quotas of the policy file (protos/turnstile/v1/authz.proto,
+// message Quota): the pure pieces (parsing, which quota an identity has,
+// the counts and the opens bucket), then real replicas on the shared real
+// ZooKeeper: a flood by one identity beside another identity's handoffs
+// (mutual TLS), a reload below current use, and a replica without mutual
+// TLS counting callers by address, with its audit line and metric.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/common/lock_name.h"
+#include "client/lib/tls.h"
+#include "server/replica.h"
+#include "server/rpc/authz.h"
+#include "server/rpc/quota.h"
+#include "tests/test_pki.h"
+#include "tests/test_support.h"
+#include "tests/wait.h"
+#include "tests/zk_fixture.h"
+
+namespace turnstile::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+const QuotaLimits* QuotaFor(const AuthzPolicy& p, const std::string& identity) {
+  return p.quotas().For(identity);
+}
+
+std::shared_ptr<const AuthzPolicy> MustParse(const std::string& json) {
+  auto p = AuthzPolicy::Parse(json);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : nullptr;
+}
+
+TEST(QuotaSetTest, AnIdentityGetsItsMostSpecificQuotaElseTheDefault) {
+  auto p = MustParse(R"({"quotas": [
+      {"name": "team", "identities": ["spiffe://a/team/*"], "max_streams": 10},
+      {"name": "job", "identities": ["spiffe://a/team/job*"], "max_streams": 5},
+      {"name": "exact", "identities": ["spiffe://a/team/jobx"], "max_streams": 1},
+      {"name": "tie", "identities": ["spiffe://a/team/job*"], "max_streams": 7}],
+    "default_quota": {"max_streams": 100, "opens_per_second": 2.5}})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->quotas().size(), 5u);
+  EXPECT_EQ(QuotaFor(*p, "spiffe://a/team/web")->name, "team");
+  EXPECT_EQ(QuotaFor(*p, "spiffe://a/team/job1")->name, "job");  // more literal; first on a tie
+  EXPECT_EQ(QuotaFor(*p, "spiffe://a/team/jobx")->name, "exact");
+  const QuotaLimits* d = QuotaFor(*p, "10.0.0.7");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->name, "default");
+  EXPECT_EQ(d->open_burst, 3u);  // max(1, ceil(rate)) when unset
+  EXPECT_EQ(QuotaFor(*MustParse(R"({"quotas": []})"), "anyone"), nullptr);
+}
+
+TEST(QuotaSetTest, ABadQuotaNamesItsPlaceAndEchoesNothingElse) {
+  struct Case {
+    const char* json;
+    const char* says;
+  } cases[] = {
+      {R"({"quotas": [{"name": "ok", "identities": ["x"]}, {"identities": ["y"]}]})",
+       "quota 2: \"name\" is empty"},
+      {R"({"quotas": [{"name": "a b", "identities": ["x"]}]})", "quota 1: \"name\" may hold only"},
+      {R"({"quotas": [{"name": "q", "identities": []}]})", "quota 1 (q): \"identities\" is empty"},
+      {R"({"quotas": [{"name": "q", "identities": [""]}]})", "quota 1 (q): an empty identity"},
+      {R"({"quotas": [{"name": "q", "identities": ["x"]}, {"name": "q", "identities": ["y"]}]})",
+       "quota 2: the name \"q\" is used twice"},
+      {R"({"quotas": [{"name": "q", "identities": ["x"], "max_streams": 2, "max_contenders": 3}]})",
+       "quota 1 (q): \"max_contenders\" is above \"max_streams\""},
+      {R"({"quotas": [{"name": "q", "identities": ["x"], "opens_per_second": -1}]})",
+       "quota 1 (q): \"opens_per_second\" must be"},
+      {R"({"quotas": [{"name": "q", "identities": ["x"], "open_burst": 5}]})",
+       "quota 1 (q): \"open_burst\" needs"},
+      {R"({"default_quota": {"identities": ["x"]}})", "default_quota (default): the default quota takes no"},
+      {R"({"quotas": [{"name": "q", "identities": ["x"], "max_stream": 2}]})",
+       "an unknown field in quotas[0]"},
+  };
+  for (const Case& c : cases) {
+    auto p = AuthzPolicy::Parse(c.json);
+    ASSERT_FALSE(p.ok()) << c.json;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(p.status().message(), c.says))
+        << c.json << "\n  said: " << p.status().message();
+  }
+}
+
+TEST(QuotaTrackerTest, CountsStreamsContendersAndAnOpensBucket) {
+  QuotaLimits q;
+  q.name = "q";
+  q.max_streams = 3;
+  q.max_contenders = 2;
+  q.opens_per_second = 10;
+  q.open_burst = 4;
+  QuotaTracker t;
+  absl::Time now = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(t.OpenStream(&q, "a", now));
+  EXPECT_FALSE(t.OpenStream(&q, "a", now));
+  EXPECT_FALSE(t.OpenStream(&q, "a", now));
+  auto r = t.OpenStream(&q, "a", now);  // a 4th stream: over max_streams
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->limit, QuotaLimit::kStreams);
+  EXPECT_EQ(r->status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(r->status.message(), "quota \"q\" allows identity \"a\" at most 3 open streams"))
+      << r->status;
+  EXPECT_TRUE(r->audit);
+  // Another identity has counts of its own.
+  EXPECT_FALSE(t.OpenStream(&q, "b", now));
+  // Contenders.
+  EXPECT_FALSE(t.OpenContender(&q, "a", now));
+  EXPECT_FALSE(t.OpenContender(&q, "a", now));
+  auto c = t.OpenContender(&q, "a", now);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->limit, QuotaLimit::kContenders);
+  EXPECT_FALSE(c->audit);  // within a second of the last audit line
+  EXPECT_EQ(t.UsageOf("a").streams, 3u);
+  EXPECT_EQ(t.UsageOf("a").contenders, 2u);
+  t.CloseContender("a", now);
+  t.CloseStream("a", now);  // 2 streams, 1 contender
+  // The bucket: burst 4, three taken (a refused open takes none).
+  EXPECT_FALSE(t.OpenStream(&q, "a", now));  // its last token; 3 streams
+  auto o = t.OpenStream(&q, "a", now);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->limit, QuotaLimit::kOpens);
+  EXPECT_FALSE(o->audit);
+  // Refilled a second later; the next audit line counts the two refusals
+  // it did not write.
+  now += absl::Milliseconds(1100);
+  auto late = t.OpenStream(&q, "a", now);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->limit, QuotaLimit::kStreams);
+  EXPECT_TRUE(late->audit);
+  EXPECT_EQ(late->unaudited, 2u);
+  // Everything closed, buckets full and no refusal this second: forgotten.
+  now += absl::Seconds(2);
+  for (int i = 0; i < 3; ++i) t.CloseStream("a", now);
+  t.CloseContender("a", now);
+  t.CloseStream("b", now);
+  EXPECT_EQ(t.tracked(), 0u);
+  // No quota: only counted.
+  EXPECT_FALSE(t.OpenStream(nullptr, "c", now));
+  EXPECT_EQ(t.UsageOf("c").streams, 1u);
+}
+
+TEST(QuotaTrackerTest, IdentitiesThatUseNothingAreForgotten) {
+  QuotaLimits q;
+  q.name = "q";
+  q.opens_per_second = 1000;
+  q.open_burst = 1000;
+  QuotaTracker t;
+  absl::Time now = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 10000; ++i) {
+    const std::string who = absl::StrCat("10.0.", i / 256, ".", i % 256);
+    ASSERT_FALSE(t.OpenStream(&q, who, now));
+    t.CloseStream(who, now + absl::Seconds(1));
+  }
+  EXPECT_LT(t.tracked(), 10u);
+}
+
+TEST(QuotaIdentityTest, TheVerifiedIdentityElseTheCallersAddress) {
+  EXPECT_EQ(QuotaIdentity("spiffe://a/b", "ipv4:127.0.0.1:5000"), "spiffe://a/b");
+  EXPECT_EQ(QuotaIdentity("", "ipv4:10.1.2.3:5000"), "10.1.2.3");
+  EXPECT_EQ(QuotaIdentity("", "ipv6:[::1]:5000"), "::1");
+  EXPECT_EQ(QuotaIdentity("", "unix:/run/t.sock"), "unix:/run/t.sock");
+}
+
+// ------------------------------------------------------------ real replicas
+
+constexpr char kFlooder[] = "spiffe://quota.test/team/batch/runaway";
+constexpr char kSteady[] = "spiffe://quota.test/team/web/api";
+// With mutual TLS the rules still decide (deny by default): allow all.
+constexpr char kAllowAll[] = R"({"identities": ["*"], "locks": [""], "admin": true})";
+
+class QuotaReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    connect_ = SharedZkServer().ConnectString();
+    CertSpec server;
+    server.cn = "replica";
+    server.san = "DNS:localhost,IP:127.0.0.1";
+    server_ = pki_.Issue("server", server);
+    policy_file_ = pki_.dir() + "/policy.json";
+    root_ = UniqueRoot("quota");
+  }
+
+  void WritePolicy(const std::string& text) {
+    const std::string tmp = policy_file_ + ".new";
+    std::ofstream(tmp) << text;
+    ASSERT_EQ(std::rename(tmp.c_str(), policy_file_.c_str()), 0);
+  }
+
+  void StartMtlsReplica() {
+    ReplicaConfig cfg = TestConfig(connect_, root_);
+    cfg.tls_cert_file = server_.cert;
+    cfg.tls_key_file = server_.key;
+    cfg.tls_client_ca_file = pki_.ca_file();
+    cfg.authz_file = policy_file_;
+    cfg.metrics_listen = "127.0.0.1:0";
+    replica_ = StartReplica(cfg);
+    ASSERT_TRUE(replica_);
+    address_ = absl::StrCat("127.0.0.1:", replica_->port());
+  }
+
+  std::unique_ptr<v1::LockService::Stub> StubAs(const std::string& identity) {
+    CertSpec spec;
+    spec.cn = identity.substr(identity.rfind('/') + 1);
+    spec.san = "URI:" + identity;
+    spec.server = false;
+    auto f = pki_.Issue(absl::StrCat("client", ++clients_), spec);
+    auto creds = client::MakeChannelCredentials({pki_.ca_file(), f.cert, f.key});
+    EXPECT_TRUE(creds.ok()) << creds.status();
+    // A channel of its own per stub: the flood's streams do not share the
+    // steady clients' connection.
+    grpc::ChannelArguments args;
+    args.SetInt("turnstile.quota_test.channel", clients_);
+    return v1::LockService::NewStub(grpc::CreateCustomChannel(address_, *creds, args));
+  }
+
+  // Contender nodes in ZooKeeper on locks whose names start with `prefix`.
+  size_t NodesUnder(SyncZk& zk, const std::string& prefix) {
+    auto locks = zk.Children(root_);
+    if (!locks.ok()) return 0;
+    const std::string encoded = EncodeLockName(prefix);
+    size_t n = 0;
+    for (const std::string& lock : *locks) {
+      if (absl::StartsWith(lock, encoded)) n += zk.Contenders(root_ + "/" + lock).size();
+    }
+    return n;
+  }
+
+  TestPki pki_;
+  TestPki::Files server_;
+  int clients_ = 0;
+  std::string connect_, policy_file_, root_, address_;
+  std::unique_ptr<Replica> replica_;
+};
+
+// Handoff latencies of `clients` taking turns on one lock, while `go`:
+// from one holder's release to the next holder's ACQUIRED.
+struct Handoffs {
+  std::vector<double> us;
+  int exhausted = 0;  // RESOURCE_EXHAUSTED seen by these clients
+  int failures = 0;   // any other unexpected end
+};
+
+double P99(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(v.size() * 0.99))];
+}
+
+Handoffs RunSteady(const std::vector<v1::LockService::Stub*>& stubs, const std::string& lock,
+                   int min_cycles, const std::function<bool()>& more) {
+  std::mutex mu;
+  Handoffs out;
+  std::atomic<int64_t> released_at_ns{0};  // the last holder's release, steady clock
+  std::atomic<int> cycles{0};
+  std::vector<std::thread> threads;
+  for (v1::LockService::Stub* stub : stubs) {
+    threads.emplace_back([&, stub] {
+      while (cycles.load() < min_cycles || more()) {
+        AcquireStream s(stub, OpenMsg(lock, milliseconds(20000)));
+        auto got = s.Await(AcquireEvent::ACQUIRED, milliseconds(30000));
+        if (!got) {
+          auto end = s.AwaitEnd(milliseconds(5000));
+          std::lock_guard<std::mutex> l(mu);
+          if (end && end->error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+            ++out.exhausted;
+          } else {
+            ++out.failures;
+          }
+          if (out.failures + out.exhausted > 20) return;
+          continue;
+        }
+        const int64_t now = steady_clock::now().time_since_epoch().count();
+        const int64_t prev = released_at_ns.exchange(0);
+        if (prev != 0) {
+          std::lock_guard<std::mutex> l(mu);
+          out.us.push_back(static_cast<double>(now - prev) / 1000.0);
+        }
+        cycles.fetch_add(1);
+        released_at_ns.store(steady_clock::now().time_since_epoch().count());
+        s.SendRelease();
+        s.AwaitEnd(milliseconds(10000));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// Must show 1: identity A opens 10,000 streams as fast as it can against a
+// quota of 100 streams and 200 opens per second, while identity B's 16
+// clients take turns on one lock. A is refused beyond its quota, ZooKeeper
+// never holds more than 100 of A's nodes, B is never refused, and B's
+// handoff p99 with the flood is printed beside its p99 without it (same
+// run; the ratio is reported, not asserted: the machine is shared).
+TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
+  WritePolicy(absl::StrCat(R"({"rules": [{"identities": ["*"], "locks": [""], "admin": true}],)"
+                           R"( "quotas": [{"name": "runaway-batch", "identities": [")", kFlooder,
+                           R"("], "max_streams": 100, "opens_per_second": 200}]})"));
+  StartMtlsReplica();
+  std::vector<std::unique_ptr<v1::LockService::Stub>> steady;
+  std::vector<v1::LockService::Stub*> steady_ptrs;
+  for (int i = 0; i < 16; ++i) {
+    steady.push_back(StubAs(kSteady));
+    steady_ptrs.push_back(steady.back().get());
+  }
+  auto flooder = StubAs(kFlooder);
+  const std::string lock = "quota-steady/one-lock";
+
+  // B alone.
+  Handoffs alone = RunSteady(steady_ptrs, lock, 300, [] { return false; });
+  ASSERT_EQ(alone.failures, 0);
+  ASSERT_EQ(alone.exhausted, 0);
+
+  // B again, while A floods.
+  SyncZk zk(connect_);
+  std::atomic<bool> flooding{true};
+  std::atomic<size_t> most_nodes{0};
+  std::thread watcher([&] {
+    while (flooding.load()) {
+      size_t n = NodesUnder(zk, "quota-flood/");
+      size_t m = most_nodes.load();
+      while (n > m && !most_nodes.compare_exchange_weak(m, n)) {
+      }
+      std::this_thread::yield();
+    }
+  });
+  struct Flow {
+    std::unique_ptr<grpc::ClientContext> ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AcquireRequest, AcquireEvent>> rw;
+  };
+  std::vector<Flow> flood;
+  flood.reserve(10000);
+  std::atomic<int> opened{0};
+  const auto flood_start = steady_clock::now();
+  std::thread flood_thread([&] {
+    for (int i = 0; i < 10000; ++i) {
+      Flow f;
+      f.ctx = std::make_unique<grpc::ClientContext>();
+      f.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      f.rw = flooder->Acquire(f.ctx.get());
+      v1::AcquireRequest req;
+      *req.mutable_open() = OpenMsg(absl::StrCat("quota-flood/", i), milliseconds(60000));
+      f.rw->Write(req);
+      flood.push_back(std::move(f));
+      opened.fetch_add(1);
+    }
+  });
+  Handoffs during = RunSteady(steady_ptrs, lock, 300, [&] { return opened.load() < 10000; });
+  flood_thread.join();
+  const double flood_s =
+      std::chrono::duration<double>(steady_clock::now() - flood_start).count();
+
+  // What A got: the first event of each stream, or its end.
+  int acquired = 0, exhausted = 0, other = 0;
+  std::string a_refusal;
+  for (Flow& f : flood) {
+    AcquireEvent ev;
+    bool read = f.rw->Read(&ev);
+    while (read && ev.type() == AcquireEvent::QUEUED) read = f.rw->Read(&ev);
+    if (read) {
+      if (ev.type() == AcquireEvent::ACQUIRED) ++acquired; else ++other;
+      continue;
+    }
+    grpc::Status s = f.rw->Finish();
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++exhausted;
+      if (a_refusal.empty() || absl::StrContains(s.error_message(), "open streams")) {
+        a_refusal = s.error_message();
+      }
+    } else {
+      ++other;
+    }
+  }
+  const size_t nodes_now = NodesUnder(zk, "quota-flood/");
+  flooding = false;
+  watcher.join();
+  std::printf("flood: %d streams opened in %.2f s: %d held, %d refused, %d other; most of A's "
+              "nodes in ZooKeeper %zu\n",
+              static_cast<int>(flood.size()), flood_s, acquired, exhausted, other,
+              most_nodes.load());
+  std::printf("B's handoff p99: alone %.0f us (%zu handoffs), during the flood %.0f us (%zu); "
+              "ratio %.2f\n",
+              P99(alone.us), alone.us.size(), P99(during.us), during.us.size(),
+              P99(alone.us) > 0 ? P99(during.us) / P99(alone.us) : 0.0);
+  ::testing::Test::RecordProperty("b_p99_alone_us", static_cast<int>(P99(alone.us)));
+  ::testing::Test::RecordProperty("b_p99_flood_us", static_cast<int>(P99(during.us)));
+
+  EXPECT_EQ(acquired, 100) << "A holds exactly its quota of streams";
+  EXPECT_EQ(exhausted, 9900);
+  EXPECT_EQ(other, 0);
+  EXPECT_LE(most_nodes.load(), 100u);
+  EXPECT_EQ(nodes_now, 100u);
+  EXPECT_TRUE(absl::StrContains(a_refusal, absl::StrCat("quota \"runaway-batch\" allows identity \"",
+                                                        kFlooder, "\" at most 100 open streams")))
+      << a_refusal;
+  EXPECT_EQ(during.exhausted, 0) << "B was refused";
+  EXPECT_EQ(during.failures, 0);
+  EXPECT_GE(during.us.size(), 100u);
+
+  // Both limits refused some of A's opens, and the metric counts them by
+  // quota name (never by identity).
+  auto metrics = HttpGet(replica_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_TRUE(absl::StrContains(metrics->body,
+                                "turnstile_quota_refusals_total{limit=\"streams\",quota=\"runaway-batch\"}"))
+      << metrics->body.substr(0, 2000);
+  EXPECT_FALSE(absl::StrContains(metrics->body, kFlooder));
+
+  for (Flow& f : flood) f.ctx->TryCancel();
+}
+
+// Must show 2: a reload below an identity's use refuses new opens and
+// disturbs no hold; a bad quota keeps the old policy.
+TEST_F(QuotaReplicaTest, AReloadBelowCurrentUseRefusesNewOpensAndKeepsEveryHold) {
+  const std::string five = absl::StrCat(R"({"rules": [)", kAllowAll, R"(], "quotas": [{"name": "web", "identities": [")",
+                                        kSteady, R"("], "max_contenders": 5}]})");
+  WritePolicy(five);
+  StartMtlsReplica();
+  auto web = StubAs(kSteady);
+  std::vector<std::unique_ptr<AcquireStream>> holds;
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 3; ++i) {
+    holds.push_back(std::make_unique<AcquireStream>(
+        web.get(), OpenMsg(absl::StrCat("quota-reload/", i), milliseconds(5000))));
+    auto got = holds.back()->Await(AcquireEvent::ACQUIRED);
+    ASSERT_TRUE(got);
+    tokens.push_back(got->acquired().fencing_token());
+  }
+  WritePolicy(absl::StrCat(R"({"rules": [)", kAllowAll, R"(], "quotas": [{"name": "web-narrow", "identities": [")", kSteady,
+                           R"("], "max_contenders": 1}]})"));
+  ASSERT_TRUE(replica_->ReloadPolicy());
+  AcquireStream refused(web.get(), OpenMsg("quota-reload/new", milliseconds(5000)));
+  auto end = refused.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(end->error_message(), "quota \"web-narrow\"")) << end->error_message();
+  EXPECT_TRUE(absl::StrContains(end->error_message(), "at most 1 contender")) << end->error_message();
+  // The three holds: no event, still held (Describe shows each token).
+  for (size_t i = 0; i < holds.size(); ++i) {
+    EXPECT_FALSE(holds[i]->Next(milliseconds(100))) << "hold " << i << " was disturbed";
+    EXPECT_FALSE(holds[i]->ended());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::DescribeRequest req;
+    req.set_name(absl::StrCat("quota-reload/", i));
+    v1::DescribeResponse resp;
+    ASSERT_TRUE(web->Describe(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.holders_size(), 1);
+    EXPECT_EQ(resp.holders(0).fencing_token(), tokens[i]);
+  }
+  // A bad quota: rejected, the narrow quota stays in force.
+  WritePolicy(absl::StrCat(R"({"rules": [)", kAllowAll, R"(], "quotas": [{"name": "web", "identities": [")", kSteady,
+                           R"("], "max_streams": 2, "max_contenders": 9}]})"));
+  EXPECT_FALSE(replica_->ReloadPolicy());
+  AcquireStream still_refused(web.get(), OpenMsg("quota-reload/new", milliseconds(5000)));
+  auto end2 = still_refused.AwaitEnd();
+  ASSERT_TRUE(end2);
+  EXPECT_EQ(end2->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(end2->error_message(), "web-narrow")) << end2->error_message();
+  // Released down to the quota, a new open is allowed again.
+  for (auto& h : holds) {
+    h->SendRelease();
+    ASSERT_TRUE(h->AwaitEnd());
+  }
+  holds.clear();
+  ASSERT_TRUE(WaitFor([&] {
+    AcquireStream again(web.get(), OpenMsg("quota-reload/new", milliseconds(5000)));
+    auto got = again.Await(AcquireEvent::ACQUIRED, milliseconds(5000));
+    if (got) again.SendRelease();
+    return got.has_value();
+  }, milliseconds(10000)));
+}
+
+// Without mutual TLS a file of quotas alone is allowed, the caller's
+// address is its identity, and a refusal is audited; a file with rules is
+// refused at start.
+TEST_F(QuotaReplicaTest, WithoutMutualTlsTheCallersAddressIsItsIdentity) {
+  if (MtlsMode()) GTEST_SKIP() << "plaintext replicas only";
+  WritePolicy(R"({"default_quota": {"name": "per-address", "max_streams": 2}})");
+  auto p = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"),
+                    "' --listen 127.0.0.1:0 --log-level error --metrics-listen '' --zk '", connect_,
+                    "' --zk-root '", root_, "' --authz-file '", policy_file_, "' 2>&1")});
+  ASSERT_TRUE(p);
+  auto address = AwaitReplicaServing(*p, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(address.ok()) << address.status();
+  auto stub = NewStub(*address);
+  AcquireStream one(stub.get(), OpenMsg("quota-addr/1", milliseconds(5000)));
+  AcquireStream two(stub.get(), OpenMsg("quota-addr/2", milliseconds(5000)));
+  ASSERT_TRUE(one.Await(AcquireEvent::ACQUIRED));
+  ASSERT_TRUE(two.Await(AcquireEvent::ACQUIRED));
+  AcquireStream three(stub.get(), OpenMsg("quota-addr/3", milliseconds(5000)));
+  auto end = three.AwaitEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(end->error_message(),
+                                "quota \"per-address\" allows identity \"127.0.0.1\" at most 2"))
+      << end->error_message();
+  auto audit = p->AwaitLine("{\"audit\"", milliseconds(10000));
+  ASSERT_TRUE(audit);
+  EXPECT_TRUE(absl::StrContains(*audit, "\"audit\":\"quota_exceeded\"")) << *audit;
+  EXPECT_TRUE(absl::StrContains(*audit, "\"identity\":\"127.0.0.1\"")) << *audit;
+  EXPECT_TRUE(absl::StrContains(*audit, "quota \\\"per-address\\\" (streams)")) << *audit;
+  one.SendRelease();
+  two.SendRelease();
+  ASSERT_TRUE(one.AwaitEnd());
+  ASSERT_TRUE(two.AwaitEnd());
+  p->Signal(SIGTERM);
+  EXPECT_EQ(p->Wait(milliseconds(20000)), 0);
+
+  // Rules without mutual TLS: the replica does not start, and says why.
+  WritePolicy(R"({"rules": [{"identities": ["*"], "locks": [""], "admin": true}]})");
+  auto bad = ChildProcess::Spawn(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", TestBinary("turnstiled"),
+                    "' --listen 127.0.0.1:0 --log-level error --metrics-listen '' --zk '", connect_,
+                    "' --zk-root '", root_, "' --authz-file '", policy_file_, "' 2>&1")});
+  ASSERT_TRUE(bad);
+  auto said = bad->AwaitLine("turnstiled: --authz-file", milliseconds(20000));
+  ASSERT_TRUE(said);
+  EXPECT_TRUE(absl::StrContains(*said, "rules, which need --tls-client-ca-file")) << *said;
+  EXPECT_TRUE(absl::StrContains(*said, "may hold only quotas")) << *said;
+  auto code = bad->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_NE(*code, 0);
+}
+
+}  // namespace
+}  // namespace turnstile::testing
