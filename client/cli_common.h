@@ -41,6 +41,10 @@ constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitNotAcquired = 75;
 constexpr int kExitLost = 76;
+// `turnstile check`: the token is not a current hold's (SUPERSEDED), or
+// belongs to a contender that still waits (WAITING).
+constexpr int kExitSuperseded = 77;
+constexpr int kExitWaiting = 78;
 
 struct Globals {
   std::string server = "127.0.0.1:7400";

@@ -5,6 +5,7 @@
 //   turnstile [global flags] elect NAME VALUE [--timeout D] [--grace D] -- CMD ARGS...
 //   turnstile [global flags] observe NAME [--count N]
 //   turnstile [global flags] describe NAME
+//   turnstile [global flags] check NAME TOKEN [--stale]
 //   turnstile [global flags] list [PREFIX]
 //   turnstile [global flags] release LEASE_ID
 //   turnstile [global flags] revoke LEASE_ID [REASON]
@@ -16,7 +17,8 @@
 // Exit codes: 0 success (run: the command's own code, 128+N if it died of
 // signal N); 1 error talking to the server; 2 usage; 75 not acquired (lock
 // held on try-once, or wait timeout); 76 the lock was lost while `run`'s
-// command ran (the command was stopped); 127 the command could not be run;
+// command ran (the command was stopped); 77 / 78 `check`: the token is
+// SUPERSEDED / WAITING (0: CURRENT); 127 the command could not be run;
 // 128+N a stop signal N (SIGINT 130, SIGTERM 143, SIGHUP 129) ended a wait
 // (acquire, run, elect: nothing is held, no command started) or a unary
 // command. `health` exits 0 only when the replica reports SERVING, 1
@@ -420,6 +422,75 @@ std::optional<std::vector<std::string>> PlainArgs(const std::string& command,
   return *args;
 }
 
+int CmdCheck(const Globals& g, int argc, char** argv) {
+  FlagSet f("turnstile check");
+  bool stale = false, help = false;
+  f.Bool("stale", &stale,
+         "skip ZooKeeper's sync: the view of the ZooKeeper server the replica talks to\n"
+         "(cheaper; may miss changes of the last moments, up to ~10 s when that\n"
+         "server is cut off from its leader)");
+  const std::string usage = CommandHelp(
+      "turnstile [global flags] check NAME TOKEN [--stale]",
+      "Whether fencing token TOKEN (from ACQUIRED) still belongs to a hold of NAME,\n"
+      "for a resource server that cannot remember the highest token it has seen.\n"
+      "Prints CURRENT, SUPERSEDED or WAITING and the highest holder's token (with\n"
+      "--output json one object {name, fencing_token, verdict, highest_holder_token,\n"
+      "linearizable}). Linearizable unless --stale.\n"
+      "Exit: 0 CURRENT; 77 SUPERSEDED (released, lost, expired, or never this lock's);\n"
+      "78 WAITING (a contender never granted); 2 usage or INVALID_ARGUMENT (bad NAME,\n"
+      "TOKEN 0); 1 other errors (UNAVAILABLE: unknown, PERMISSION_DENIED...). Apply a\n"
+      "write only on exit 0.",
+      &f);
+  auto args = f.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(usage.c_str(), stdout);
+    return 0;
+  }
+  uint64_t token = 0;
+  std::string bad;
+  if (!args.ok()) {
+    bad = std::string(args.status().message());
+  } else if (args->size() != 2) {
+    bad = "expects check NAME TOKEN [--stale]";
+  } else if (!absl::SimpleAtoi((*args)[1], &token)) {
+    bad = absl::StrCat("TOKEN \"", (*args)[1], "\" is not a fencing token (an unsigned integer)");
+  }
+  if (!bad.empty()) {
+    std::fprintf(stderr, "turnstile check: %s\n\n%s", bad.c_str(), usage.c_str());
+    return kExitUsage;
+  }
+  const std::string& name = (*args)[0];
+  auto stub = turnstile::v1::LockService::NewStub(Channel(g));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + g.timeout);
+  turnstile::v1::CheckTokenRequest req;
+  req.set_name(name);
+  req.set_fencing_token(token);
+  req.set_allow_stale(stale);
+  turnstile::v1::CheckTokenResponse resp;
+  if (grpc::Status s = stub->CheckToken(&ctx, req, &resp); !s.ok()) {
+    const int rc = ReportError(g, FromGrpc(s));
+    return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? kExitUsage : rc;
+  }
+  using Response = turnstile::v1::CheckTokenResponse;
+  const std::string verdict = Response::Verdict_Name(resp.verdict());
+  if (g.json()) {
+    PrintLine(absl::StrCat("{\"name\":", JsonQuote(name), ",\"fencing_token\":", token,
+                           ",\"verdict\":", JsonQuote(verdict), ",\"highest_holder_token\":",
+                           resp.highest_holder_token(), ",\"linearizable\":",
+                           resp.linearizable() ? "true" : "false", "}"));
+  } else {
+    PrintLine(absl::StrCat(verdict, " highest_holder_token=", resp.highest_holder_token(),
+                           resp.linearizable() ? "" : " (stale view)"));
+  }
+  switch (resp.verdict()) {
+    case Response::CURRENT: return 0;
+    case Response::WAITING: return kExitWaiting;
+    case Response::SUPERSEDED: return kExitSuperseded;
+    default: return kExitError;  // a verdict this CLI does not know
+  }
+}
+
 int CmdDescribe(const Globals& g, int argc, char** argv) {
   int rc = 0;
   auto parsed = PlainArgs(
@@ -653,6 +724,8 @@ std::string GeneralUsage() {
       "  elect NAME VALUE -- CMD run CMD while leader of election NAME, with VALUE\n"
       "  observe NAME            print the holders of NAME (the leader) at every change\n"
       "  describe NAME           holders and waiters of NAME, in order\n"
+      "  check NAME TOKEN        is fencing token TOKEN a current hold of NAME?\n"
+      "                          (exit 0 CURRENT, 77 SUPERSEDED, 78 WAITING)\n"
       "  list [PREFIX]           locks with holders or waiters\n"
       "  release LEASE_ID        release a lease (from any replica)\n"
       "  revoke LEASE_ID [WHY]   ask the holder of a lease to let go (it decides)\n"
@@ -665,7 +738,8 @@ std::string GeneralUsage() {
       FlagLines(globals),
       "\nExit codes: 0 success (run, elect: CMD's own code, 128+N if signal N ended it);\n"
       "1 server error; 2 usage; 75 not acquired (held, try-once; or the wait timed out);\n"
-      "76 the lock or leadership was lost; 127 CMD could not be run;\n"
+      "76 the lock or leadership was lost; 77 / 78 check: SUPERSEDED / WAITING;\n"
+      "127 CMD could not be run;\n"
       "130 / 143 / 129: SIGINT / SIGTERM / SIGHUP while waiting (the wait is given up:\n"
       "nothing stays queued, CMD never starts).\n");
 }
@@ -681,6 +755,7 @@ int Dispatch(const Globals& g, StopSignals& stop, const std::string& cmd, int su
   if (cmd == "observe") return CmdObserve(g, stop, sub_argc, sub_argv);
   if (cmd == "bench") return ExecBench(stop, sub_argc, sub_argv);
   if (cmd == "describe") return CmdDescribe(g, sub_argc, sub_argv);
+  if (cmd == "check") return CmdCheck(g, sub_argc, sub_argv);
   if (cmd == "list") return CmdList(g, sub_argc, sub_argv);
   if (cmd == "release") return CmdRelease(g, sub_argc, sub_argv);
   if (cmd == "revoke") return CmdRevoke(g, sub_argc, sub_argv);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/lib/client.h"
 #include "client/lib/tls.h"
 #include "server/recipe/lock_name.h"
 #include "server/replica.h"
@@ -270,6 +271,40 @@ TEST(CheckTokenOutageTest, ACheckDuringAZooKeeperOutageIsUnavailable) {
   ASSERT_TRUE(WaitFor([&] { return IsServing(r->address()); }, milliseconds(30000)));
   // The session survived: the hold and its token are still current.
   EXPECT_EQ(Verdict(stub.get(), "out", token), kCurrent);
+}
+
+// The C++ library's CheckToken: the verdicts, highest_holder_token,
+// linearizable, and the server's codes as its status.
+TEST_F(CheckTokenTest, TheCppLibraryChecksTokens) {
+  client::ClientOptions o;
+  o.target = r2_->address();
+  auto c = client::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  uint64_t token = 0;
+  auto holder = Hold(s1_.get(), "lib", &token);
+  auto waiter = Queue(s1_.get(), "lib");
+  std::vector<uint64_t> w = WaiterTokens("lib");
+  ASSERT_EQ(w.size(), 1u);
+  absl::StatusOr<client::TokenCheck> r = (*c)->CheckToken("lib", token);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->current());
+  EXPECT_EQ(r->verdict, client::TokenCheck::Verdict::kCurrent);
+  EXPECT_EQ(r->highest_holder_token, token);
+  EXPECT_TRUE(r->linearizable);
+  r = (*c)->CheckToken("lib", w[0], /*allow_stale=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, client::TokenCheck::Verdict::kWaiting);
+  EXPECT_STREQ(client::VerdictName(r->verdict), "WAITING");
+  EXPECT_FALSE(r->linearizable);
+  holder->Cancel();
+  ASSERT_TRUE(waiter->Await(AcquireEvent::ACQUIRED).has_value());
+  r = (*c)->CheckToken("lib", token);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->current());
+  EXPECT_EQ(r->verdict, client::TokenCheck::Verdict::kSuperseded);
+  EXPECT_EQ(r->highest_holder_token, w[0]);
+  EXPECT_EQ((*c)->CheckToken("lib", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*c)->CheckToken("", 5).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A caller whose policy does not allow `describe` on the name is refused

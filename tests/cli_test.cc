@@ -346,6 +346,7 @@ TEST_F(CliTest, EverySubcommandHasItsOwnHelp) {
       {"elect", {"--grace (TURNSTILE_GRACE, default \"10s\")", "--lock-delay"}},
       {"observe", {"--count (TURNSTILE_COUNT, default \"0\")"}},
       {"describe", {"describe NAME", "Flags: none of its own."}},
+      {"check", {"check NAME TOKEN [--stale]", "--stale", "77 SUPERSEDED", "78 WAITING"}},
       {"list", {"list [PREFIX]", "Flags: none of its own."}},
       {"release", {"release LEASE_ID", "Flags: none of its own."}},
       {"revoke", {"revoke LEASE_ID [REASON]", "Flags: none of its own."}},
@@ -786,6 +787,59 @@ TEST_F(CliTest, RunWithSeveralNamesTakesAllOrNone) {
   EXPECT_EQ(*code, 0);
   EXPECT_EQ(ReadFile(out), "3 m-a m-b m-c m-a\n");
   EXPECT_EQ(std::system((std::string(CLI_PATH) + " run x x -- true 2> /dev/null").c_str()) >> 8, 2);
+}
+
+// `turnstile check NAME TOKEN`: a script reads the verdict from the exit
+// code (0 CURRENT, 77 SUPERSEDED, 78 WAITING, 2 usage or a bad name or
+// token, 1 any other error), and --output json from one line.
+TEST_F(CliTest, CheckTellsTheVerdictByItsExitCode) {
+  AcquireStream holder(stub_.get(), OpenMsg("fenced", milliseconds(10000), "h"));
+  auto granted = holder.Await(AcquireEvent::ACQUIRED);
+  ASSERT_TRUE(granted);
+  const uint64_t token = granted->acquired().fencing_token();
+  AcquireStream waiter(stub_.get(), OpenMsg("fenced", milliseconds(30000), "w"));
+  ASSERT_TRUE(AwaitContenders("fenced", {"H:h", "W:w"}));
+  uint64_t waiter_token = 0;
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeRequest req;
+    req.set_name("fenced");
+    v1::DescribeResponse d;
+    ASSERT_TRUE(stub_->Describe(&ctx, req, &d).ok());
+    ASSERT_EQ(d.waiters_size(), 1);
+    waiter_token = d.waiters(0).fencing_token();
+  }
+  const std::string out = dir_ + "/check.txt";
+  const std::string t = std::to_string(token), w = std::to_string(waiter_token);
+  EXPECT_EQ(CliStatus({"check", "fenced", t}, out, true), 0);
+  EXPECT_EQ(ReadFile(out), "CURRENT highest_holder_token=" + t + "\n");
+  EXPECT_EQ(CliStatus({"check", "fenced", t, "--stale"}, out, true), 0);
+  EXPECT_EQ(ReadFile(out), "CURRENT highest_holder_token=" + t + " (stale view)\n");
+  EXPECT_EQ(CliStatus({"check", "fenced", w}, out, true), 78);
+  EXPECT_EQ(ReadFile(out).rfind("WAITING ", 0), 0u) << ReadFile(out);
+  EXPECT_EQ(CliStatus({"check", "fenced", std::to_string(token - 1)}, out, true), 77);
+  EXPECT_EQ(CliStatus({"check", "other-lock", t}, out, true), 77);
+  EXPECT_EQ(CliStatus({"--output", "json", "check", "fenced", t}, out, true), 0);
+  EXPECT_EQ(ReadFile(out), "{\"name\":\"fenced\",\"fencing_token\":" + t +
+                               ",\"verdict\":\"CURRENT\",\"highest_holder_token\":" + t +
+                               ",\"linearizable\":true}\n");
+  // The holder lets go: its token is superseded, the waiter's current.
+  holder.SendRelease();
+  ASSERT_TRUE(holder.Await(AcquireEvent::RELEASED));
+  ASSERT_TRUE(waiter.Await(AcquireEvent::ACQUIRED));
+  EXPECT_EQ(CliStatus({"check", "fenced", t}, out, true), 77);
+  EXPECT_EQ(ReadFile(out), "SUPERSEDED highest_holder_token=" + w + "\n");
+  EXPECT_EQ(CliStatus({"check", "fenced", w}, out, true), 0);
+  // Usage and bad input: 2; a replica that cannot be reached: 1.
+  EXPECT_EQ(CliStatus({"check", "fenced"}, out, true), 2);
+  EXPECT_EQ(CliStatus({"check", "fenced", "12ab"}, out, true), 2);
+  EXPECT_EQ(CliStatus({"check", "fenced", "0"}, out, true), 2);
+  EXPECT_EQ(CliStatus({"check", "", "5"}, out, true), 2);
+  EXPECT_EQ(CliStatus({"--output", "json", "check", "fenced", "0"}, out, true), 2);
+  EXPECT_NE(ReadFile(out).find("\"error\":\"INVALID_ARGUMENT\""), std::string::npos) << ReadFile(out);
+  EXPECT_EQ(CliStatus({"--server", "127.0.0.1:1", "--rpc-timeout", "2s", "check", "fenced", t},
+                      out),
+            1);
 }
 
 }  // namespace

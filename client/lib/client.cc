@@ -57,6 +57,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "client/lib/careful.h"
 #include "client/lib/coordination.h"  // WaitsAbandoned
 #include "client/lib/event_loop.h"
@@ -250,6 +251,38 @@ absl::StatusOr<Description> Client::Describe(const std::string& name) {
   for (const auto& c : resp.holders()) d.holders.push_back(internal::ConvertContender(c));
   for (const auto& c : resp.waiters()) d.waiters.push_back(internal::ConvertContender(c));
   return d;
+}
+
+const char* VerdictName(TokenCheck::Verdict verdict) {
+  switch (verdict) {
+    case TokenCheck::Verdict::kCurrent: return "CURRENT";
+    case TokenCheck::Verdict::kSuperseded: return "SUPERSEDED";
+    case TokenCheck::Verdict::kWaiting: return "WAITING";
+  }
+  return "?";
+}
+
+absl::StatusOr<TokenCheck> Client::CheckToken(const std::string& name, uint64_t fencing_token,
+                                              bool allow_stale) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
+  v1::CheckTokenRequest req;
+  req.set_name(name);
+  req.set_fencing_token(fencing_token);
+  req.set_allow_stale(allow_stale);
+  v1::CheckTokenResponse resp;
+  if (absl::Status s = FromGrpc(impl_->stub->CheckToken(&ctx, req, &resp)); !s.ok()) return s;
+  TokenCheck c;
+  switch (resp.verdict()) {
+    case v1::CheckTokenResponse::CURRENT: c.verdict = TokenCheck::Verdict::kCurrent; break;
+    case v1::CheckTokenResponse::WAITING: c.verdict = TokenCheck::Verdict::kWaiting; break;
+    case v1::CheckTokenResponse::SUPERSEDED: c.verdict = TokenCheck::Verdict::kSuperseded; break;
+    default:
+      return absl::UnknownError(absl::StrCat("CheckToken: unknown verdict ", resp.verdict()));
+  }
+  c.highest_holder_token = resp.highest_holder_token();
+  c.linearizable = resp.linearizable();
+  return c;
 }
 
 absl::StatusOr<LockNames> Client::List(const std::string& prefix, int limit) {

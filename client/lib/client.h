@@ -194,6 +194,23 @@ struct LockNames {
   bool truncated = false;  // more matched than `limit`
 };
 
+// Whether a fencing token still belongs to a hold (Client::CheckToken).
+struct TokenCheck {
+  enum class Verdict {
+    kCurrent,     // a holder of the lock has this token
+    kSuperseded,  // no hold has it, and none ever will again
+    kWaiting,     // a contender that was never granted has it (refuse it too)
+  };
+  Verdict verdict = Verdict::kSuperseded;
+  // The highest token among the lock's holders (0: none).
+  uint64_t highest_holder_token = 0;
+  // False when allow_stale skipped ZooKeeper's sync.
+  bool linearizable = false;
+  bool current() const { return verdict == Verdict::kCurrent; }
+};
+// "CURRENT", "SUPERSEDED", "WAITING".
+const char* VerdictName(TokenCheck::Verdict verdict);
+
 class Client {
  public:
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
@@ -221,6 +238,14 @@ class Client {
   // FAILED_PRECONDITION if the token is not the lease's (stale).
   absl::Status Proclaim(const std::string& lease_id, uint64_t fencing_token,
                         const std::map<std::string, std::string>& metadata);
+  // For a resource server: whether `fencing_token` (from a holder's
+  // ACQUIRED) still belongs to a hold of `name`. Apply a write only when
+  // current(). Linearizable unless `allow_stale` (then the view of the
+  // ZooKeeper server the replica talks to, possibly seconds old).
+  // INVALID_ARGUMENT (bad name, token 0), PERMISSION_DENIED (policy action
+  // `describe`), UNAVAILABLE (the answer is unknown: refuse the write).
+  absl::StatusOr<TokenCheck> CheckToken(const std::string& name, uint64_t fencing_token,
+                                        bool allow_stale = false);
   // Observes the holders of `name`: on_state gets the current state at
   // once and again after every change (the latest state when changes come
   // faster than they are read). When the stream fails (UNAVAILABLE: a
