@@ -28,3 +28,9 @@ add_test(NAME python_election_live_test
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python_election_live_test.py
                  --build ${CMAKE_BINARY_DIR})
 set_tests_properties(python_election_live_test PROPERTIES TIMEOUT 300 LABELS python)
+
+# check_token (the fencing-token check) against real replicas.
+add_test(NAME python_check_token_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python_check_token_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(python_check_token_live_test PROPERTIES TIMEOUT 120 LABELS python)

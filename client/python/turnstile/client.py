@@ -48,7 +48,7 @@ __all__ = [
     "Client", "Lock", "TurnstileError", "Contender", "Description", "LockNames",
     "LeaseStatus", "load_stubs", "watchdog_step", "retry_delays", "retry_until",
     "validate_acquire_options", "Leader", "LeaderEvent", "Observation", "LEADER", "NO_LEADER",
-    "UNKNOWN",
+    "UNKNOWN", "TokenCheck", "CURRENT", "SUPERSEDED", "TOKEN_WAITING",
 ]
 
 _pb2 = None
@@ -529,6 +529,24 @@ class LockNames(list):
     truncated: bool = False
 
 
+# TokenCheck.verdict
+CURRENT, SUPERSEDED, TOKEN_WAITING = "CURRENT", "SUPERSEDED", "WAITING"
+
+
+@dataclass
+class TokenCheck:
+    """Client.check_token's answer. `verdict`: CURRENT (a hold with this
+    token exists), SUPERSEDED (its hold is gone, for good) or WAITING (a
+    contender that was never granted: refuse it too)."""
+    verdict: str
+    highest_holder_token: int  # the highest token among the holders; 0: none
+    linearizable: bool  # False when allow_stale skipped ZooKeeper's sync
+
+    @property
+    def current(self) -> bool:
+        return self.verdict == CURRENT
+
+
 @dataclass
 class LeaseStatus:
     lease_id: str
@@ -962,6 +980,27 @@ class Client:
         conv = self._contender
         return Description(r.name, [conv(c) for c in r.holders],
                            [conv(c) for c in r.waiters], r.max_holders)
+
+    def check_token(self, name: str, fencing_token: int,
+                    allow_stale: bool = False) -> TokenCheck:
+        """For a resource server that cannot remember the highest token it
+        has seen: whether `fencing_token` (from a holder's grant) still
+        belongs to a hold of `name`. Apply a write only when the answer is
+        `current`. Linearizable (the replica syncs ZooKeeper first) unless
+        `allow_stale`. Raises TurnstileError: INVALID_ARGUMENT (bad name,
+        token 0), PERMISSION_DENIED (the policy's `describe` action),
+        UNAVAILABLE (the answer is unknown: refuse the write)."""
+        try:
+            r = self._stub.CheckToken(
+                self._pb2.CheckTokenRequest(name=name, fencing_token=fencing_token,
+                                            allow_stale=allow_stale),
+                timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise TurnstileError.from_rpc(e) from None
+        verdict = self._pb2.CheckTokenResponse.Verdict.Name(r.verdict)
+        if verdict not in (CURRENT, SUPERSEDED, TOKEN_WAITING):
+            raise TurnstileError(grpc.StatusCode.UNKNOWN, "unknown verdict " + verdict)
+        return TokenCheck(verdict, r.highest_holder_token, r.linearizable)
 
     def list(self, prefix: str = "", limit: int = 0) -> LockNames:
         """Names of locks with holders or waiters, in byte order."""
