@@ -539,10 +539,25 @@ TEST_F(QuotaReplicaTest, WithoutMutualTlsTheCallersAddressIsItsIdentity) {
   auto address = AwaitReplicaServing(*p, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(address.ok()) << address.status();
   auto stub = NewStub(*address);
+  // One Acquire and one Observe: the quota's two streams.
   AcquireStream one(stub.get(), OpenMsg("quota-addr/1", milliseconds(5000)));
-  AcquireStream two(stub.get(), OpenMsg("quota-addr/2", milliseconds(5000)));
   ASSERT_TRUE(one.Await(AcquireEvent::ACQUIRED));
-  ASSERT_TRUE(two.Await(AcquireEvent::ACQUIRED));
+  grpc::ClientContext observe_ctx;
+  v1::ObserveRequest observe_req;
+  observe_req.set_name("quota-addr/1");
+  auto observe = stub->Observe(&observe_ctx, observe_req);
+  v1::ObserveEvent state;
+  ASSERT_TRUE(observe->Read(&state)) << "the Observe stream was refused";
+  // A KeepAlive stream is the third: refused.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto ka = stub->KeepAlive(&ctx);
+    v1::KeepAliveResponse resp;
+    EXPECT_FALSE(ka->Read(&resp));
+    grpc::Status s = ka->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
   AcquireStream three(stub.get(), OpenMsg("quota-addr/3", milliseconds(5000)));
   auto end = three.AwaitEnd();
   ASSERT_TRUE(end);
@@ -556,9 +571,9 @@ TEST_F(QuotaReplicaTest, WithoutMutualTlsTheCallersAddressIsItsIdentity) {
   EXPECT_TRUE(absl::StrContains(*audit, "\"identity\":\"127.0.0.1\"")) << *audit;
   EXPECT_TRUE(absl::StrContains(*audit, "quota \\\"per-address\\\" (streams)")) << *audit;
   one.SendRelease();
-  two.SendRelease();
   ASSERT_TRUE(one.AwaitEnd());
-  ASSERT_TRUE(two.AwaitEnd());
+  observe_ctx.TryCancel();
+  (void)observe->Finish();
   p->Signal(SIGTERM);
   EXPECT_EQ(p->Wait(milliseconds(20000)), 0);
 
