@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/json_quote.h"
 #include "client/lib/coordination.h"
@@ -41,13 +42,24 @@ void PrintLine(const std::string& s) {
   std::fflush(stdout);
 }
 
+// A replica's refusal of a wait_timeout ends with the same in milliseconds,
+// in brackets, for client libraries (protos/README.md); a person reads the
+// part before it. JSON output keeps the whole message.
+static std::string ForPeople(absl::string_view message) {
+  const size_t at = message.rfind(" [wait_timeout is ");
+  if (at != absl::string_view::npos && absl::EndsWith(message, "ms]")) {
+    return std::string(message.substr(0, at));
+  }
+  return std::string(message);
+}
+
 int ReportError(const Globals& g, const absl::Status& s) {
   if (g.json()) {
     PrintLine(absl::StrCat("{\"error\":", JsonQuote(absl::StatusCodeToString(s.code())),
                            ",\"message\":", JsonQuote(std::string(s.message())), "}"));
   } else {
     std::fprintf(stderr, "turnstile: %s: %s\n", absl::StatusCodeToString(s.code()).c_str(),
-                 std::string(s.message()).c_str());
+                 ForPeople(s.message()).c_str());
   }
   if (s.code() == absl::StatusCode::kFailedPrecondition ||
       s.code() == absl::StatusCode::kDeadlineExceeded) {

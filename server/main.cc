@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
                       "or none)");
     std::fflush(stdout);
   }
-  std::printf("turnstiled: signal %d, draining (up to %lldms)\n", sig,
-              static_cast<long long>(config.drain_timeout.count()));
+  std::printf("turnstiled: signal %d, draining (up to %s)\n", sig,
+              turnstile::FormatDuration(config.drain_timeout).c_str());
   std::fflush(stdout);
   (*replica)->Drain();
   std::printf("turnstiled: stopped\n");

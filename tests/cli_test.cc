@@ -311,6 +311,36 @@ TEST_F(CliTest, RunPassesARevocationRequestAsSigterm) {
   EXPECT_EQ(keep->Wait(milliseconds(20000)), std::optional<int>(3));
 }
 
+// A wait above the replica's limit (--max-wait-timeout, 1h here) is told
+// in the units of the flag: "2h", "1h", never milliseconds. JSON output
+// keeps the replica's whole message, the milliseconds for scripts included.
+TEST_F(CliTest, AWaitOverTheLimitIsToldAsFlagsWriteDurations) {
+  auto run = [&](std::vector<std::string> args) {
+    std::string cmd = "exec";
+    for (const auto& a : Cli(std::move(args))) cmd += " '" + a + "'";
+    return ChildProcess::Spawn({"/bin/sh", "-c", cmd + " 2>&1"});
+  };
+  auto p = run({"acquire", "too-long", "--wait", "2h"});
+  ASSERT_TRUE(p);
+  auto line = p->AwaitLine("turnstile: ", milliseconds(20000));
+  ASSERT_TRUE(line) << "no error line";
+  EXPECT_EQ(*line,
+            "turnstile: INVALID_ARGUMENT: wait_timeout is 2h; it must be 0..1h (--max-wait-timeout)");
+  auto code = p->Wait(milliseconds(20000));
+  ASSERT_TRUE(code);
+  EXPECT_NE(*code, 0);
+  auto json = run({"--output", "json", "acquire", "too-long", "--wait", "1h30s"});
+  ASSERT_TRUE(json);
+  line = json->AwaitLine("{\"error\"", milliseconds(20000));
+  ASSERT_TRUE(line) << "no JSON error line";
+  EXPECT_NE(line->find("wait_timeout is 1h30s; it must be 0..1h (--max-wait-timeout) "
+                       "[wait_timeout is 3630000ms; it must be 0..3600000ms]"),
+            std::string::npos)
+      << *line;
+  EXPECT_TRUE(json->Wait(milliseconds(20000)));
+  EXPECT_TRUE(zk_->Contenders(LockPath("too-long")).empty());
+}
+
 TEST_F(CliTest, JsonOutputParses) {
   AcquireStream holder(stub_.get(), OpenMsg("json\"lock", milliseconds(10000), "o\"wner"));
   ASSERT_TRUE(holder.Await(AcquireEvent::ACQUIRED));

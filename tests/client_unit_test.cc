@@ -166,6 +166,12 @@ TEST(ElectionCampaign, ReadsTheReplicasWaitCapFromItsError) {
       "wait_timeout is 7200000ms; it must be 0..3600000ms"));
   ASSERT_TRUE(cap);
   EXPECT_EQ(*cap, Millis(3600000));
+  // Today's replicas: the limit for people, then in milliseconds.
+  cap = MaxWaitFromError(absl::InvalidArgumentError(
+      "wait_timeout is 2h; it must be 0..1h30s (--max-wait-timeout) "
+      "[wait_timeout is 7200000ms; it must be 0..3630000ms]"));
+  ASSERT_TRUE(cap);
+  EXPECT_EQ(*cap, Millis(3630000));
   EXPECT_FALSE(MaxWaitFromError(absl::InvalidArgumentError("ttl is 5ms; it must be 0 or 500..")));
   EXPECT_FALSE(MaxWaitFromError(absl::DeadlineExceededError(
       "wait_timeout is 7200000ms; it must be 0..3600000ms")));

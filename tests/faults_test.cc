@@ -781,6 +781,21 @@ TEST_F(FaultsTest, SigtermDrainsHoldersAndRemovesNodesAtOnce) {
   EXPECT_TRUE(ContendersBecome("drain", 1));
 }
 
+// The drain's log line gives --drain-timeout as it was written ("1m30s",
+// not "90000ms"). Nothing is held, so the drain ends at once.
+TEST_F(FaultsTest, TheDrainLineShowsTheDrainTimeoutAsFlagsWriteIt) {
+  UseServer(SharedZkServer().ConnectString());
+  auto proc = SpawnReplicaProcess({"--zk", connect_, "--zk-root", root_, "--drain-timeout", "1m30s"});
+  ASSERT_TRUE(proc);
+  proc->process->Signal(SIGTERM);
+  auto line = proc->process->AwaitLine("turnstiled: signal", milliseconds(10000));
+  ASSERT_TRUE(line) << "no drain line";
+  EXPECT_EQ(*line, absl::StrCat("turnstiled: signal ", SIGTERM, ", draining (up to 1m30s)"));
+  auto exit_code = proc->process->Wait(milliseconds(20000));
+  ASSERT_TRUE(exit_code);
+  EXPECT_EQ(*exit_code, 0);
+}
+
 // Issue 11: a lease renewed on time through another replica while the
 // owning replica is cut off from ZooKeeper is not revoked: renewal follows
 // the node's version (read again when the ttl runs out), not the delivery

@@ -306,7 +306,7 @@ TEST(TcpStallLook, UnansweredSynIsReconnectedAtOnceWhenTheServerAnswersAProbe) {
   v = w.watch.Look(conn.get(), true, 0,
                    t0 + TcpStallWatch::kProbeEvery + TcpStallWatch::kProbeLook);
   EXPECT_EQ(v.action, Verdict::kReconnectNow);
-  EXPECT_NE(v.why.find("SYN unanswered, sent 120 ms ago"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("SYN unanswered, sent 120ms ago"), std::string::npos) << v.why;
   EXPECT_NE(v.why.find("the server answers a new connection"), std::string::npos) << v.why;
 }
 

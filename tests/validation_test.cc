@@ -331,31 +331,37 @@ std::vector<OpenRow> OpenRows() {
       {"metadata value empty", Entry("k", ""), kOk, {}, ""},
       {"metadata value 256 bytes", Entry("k", std::string(256, 'v')), kOk, {}, ""},
       {"metadata value 257 bytes", Entry("k", std::string(257, 'v')), kBad, {"metadata", "value"}, "256"},
-      // wait_timeout: 0..1h.
-      {"wait_timeout -1s", WaitTimeout(milliseconds(-1000)), kBad, {"wait_timeout"}, "3600000"},
-      {"wait_timeout -1ms", WaitTimeout(milliseconds(-1)), kBad, {"wait_timeout"}, "3600000"},
+      // wait_timeout: 0..1h. Durations as flags write them; the limit in ms
+      // too, in brackets (what client libraries read, protos/README.md).
+      {"wait_timeout -1s", WaitTimeout(milliseconds(-1000)), kBad,
+       {"wait_timeout is -1s; it must be 0..1h (--max-wait-timeout)"}, "3600000"},
+      {"wait_timeout -1ms", WaitTimeout(milliseconds(-1)), kBad, {"wait_timeout is -1ms;", "0..1h"},
+       "3600000"},
       {"wait_timeout 0 (try once, free lock)", WaitTimeout(milliseconds(0)), kOk, {}, ""},
       {"wait_timeout 3600s", WaitTimeout(kHour), kOk, {}, ""},
-      {"wait_timeout 3600s+1ms", WaitTimeout(kHour + milliseconds(1)), kBad, {"wait_timeout"}, "3600000"},
+      {"wait_timeout 3600s+1ms", WaitTimeout(kHour + milliseconds(1)), kBad,
+       {"wait_timeout is 1h1ms; it must be 0..1h (--max-wait-timeout) "
+        "[wait_timeout is 3600001ms; it must be 0..3600000ms]"}, "3600000"},
       // ttl: 0 or 500ms..1h.
-      {"ttl -1s", Ttl(milliseconds(-1000)), kBad, {"ttl"}, "500"},
-      {"ttl 1ms", Ttl(milliseconds(1)), kBad, {"ttl"}, "500"},
-      {"ttl 499ms", Ttl(milliseconds(499)), kBad, {"ttl"}, "500"},
+      {"ttl -1s", Ttl(milliseconds(-1000)), kBad, {"ttl is -1s; it must be 0 or 500ms..1h"}, ""},
+      {"ttl 1ms", Ttl(milliseconds(1)), kBad, {"ttl is 1ms;", "500ms..1h"}, ""},
+      {"ttl 499ms", Ttl(milliseconds(499)), kBad, {"ttl is 499ms;", "500ms..1h"}, ""},
       {"ttl 500ms", Ttl(milliseconds(500)), kOk, {}, ""},
       {"ttl 3600s", Ttl(kHour), kOk, {}, ""},
-      {"ttl 3600s+1ms", Ttl(kHour + milliseconds(1)), kBad, {"ttl"}, "3600000"},
+      {"ttl 3600s+1ms", Ttl(kHour + milliseconds(1)), kBad,
+       {"ttl is 1h1ms; it must be 0 or 500ms..1h (--max-ttl)"}, ""},
       // kind: EXCLUSIVE, SHARED (or unspecified, = EXCLUSIVE); nothing else.
       {"kind LOCK_KIND_EXCLUSIVE", Kind(v1::LOCK_KIND_EXCLUSIVE), kOk, {}, ""},
       {"kind LOCK_KIND_SHARED", Kind(v1::LOCK_KIND_SHARED), kOk, {}, ""},
       {"kind value 7", Kind(7), kBad, {"kind", "7"}, ""},
       // lock_delay: 0..60s.
       {"lock_delay -1ms", [](v1::AcquireOpen& o) { SetDuration(milliseconds(-1), o.mutable_lock_delay()); },
-       kBad, {"lock_delay"}, "60000"},
+       kBad, {"lock_delay is -1ms; it must be 0..1m"}, ""},
       {"lock_delay 60s", [](v1::AcquireOpen& o) { SetDuration(milliseconds(60000), o.mutable_lock_delay()); },
        kOk, {}, ""},
       {"lock_delay 60s+1ms",
        [](v1::AcquireOpen& o) { SetDuration(milliseconds(60001), o.mutable_lock_delay()); },
-       kBad, {"lock_delay"}, "60000"},
+       kBad, {"lock_delay is 1m1ms; it must be 0..1m"}, ""},
       // revoke_reason: 0..256 bytes.
       {"revoke_reason 256 bytes",
        [](v1::AcquireOpen& o) { o.set_revoke_holders(true); o.set_revoke_reason(std::string(256, 'r')); },

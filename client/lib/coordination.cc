@@ -273,7 +273,9 @@ std::optional<Millis> MaxWaitFromError(const absl::Status& status) {
   if (!absl::IsInvalidArgument(status)) return std::nullopt;
   const std::string msg(status.message());
   if (msg.rfind("wait_timeout is ", 0) != 0) return std::nullopt;
-  const size_t at = msg.find("must be 0..");
+  // The last "0..": a replica names its limit for people first ("0..1h")
+  // and then in milliseconds, in brackets; an older replica only in ms.
+  const size_t at = msg.rfind("must be 0..");
   if (at == std::string::npos) return std::nullopt;
   const size_t from = at + 11;
   const size_t ms = msg.find("ms", from);

@@ -188,8 +188,9 @@ bool WaitsAbandoned();
 absl::StatusOr<std::vector<std::string>> CanonicalLockOrder(std::vector<std::string> names);
 
 // The longest wait a replica allows, from its INVALID_ARGUMENT for a
-// wait_timeout above it ("wait_timeout is Xms; it must be 0..Yms"), or
-// nullopt. Pure.
+// wait_timeout above it ("wait_timeout is 2h; it must be 0..1h
+// (--max-wait-timeout) [wait_timeout is 7200000ms; it must be 0..3600000ms]",
+// or an older replica's bracketed part alone), or nullopt. Pure.
 std::optional<Millis> MaxWaitFromError(const absl::Status& status);
 
 }  // namespace turnstile::client

@@ -2,6 +2,7 @@
 // anything touches ZooKeeper. Pure (no ZooKeeper, no gRPC), so it is also
 // fuzzed (tests/fuzz/fuzz_acquire_open.cc).
 #include "absl/strings/str_cat.h"
+#include "client/common/flags.h"
 #include "server/engine/lock_engine.h"
 
 namespace turnstile {
@@ -36,18 +37,23 @@ absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimi
   }
   if (absl::Status s = ValidateMetadata(p.metadata, lim); !s.ok()) return s;
   if (p.wait_timeout < Millis(0) || p.wait_timeout > lim.max_wait_timeout) {
+    // The bracketed milliseconds are the form client libraries read to
+    // learn the limit and wait in slices of it (protos/README.md); the
+    // text before it is for people.
     return absl::InvalidArgumentError(absl::StrCat(
-        "wait_timeout is ", p.wait_timeout.count(), "ms; it must be 0..",
-        lim.max_wait_timeout.count(), "ms"));
+        "wait_timeout is ", FormatDuration(p.wait_timeout), "; it must be 0..",
+        FormatDuration(lim.max_wait_timeout), " (--max-wait-timeout) [wait_timeout is ",
+        p.wait_timeout.count(), "ms; it must be 0..", lim.max_wait_timeout.count(), "ms]"));
   }
   if (p.ttl != Millis(0) && (p.ttl < lim.min_ttl || p.ttl > lim.max_ttl)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ttl is ", p.ttl.count(), "ms; it must be 0 or ", lim.min_ttl.count(),
-        "..", lim.max_ttl.count(), "ms"));
+        "ttl is ", FormatDuration(p.ttl), "; it must be 0 or ", FormatDuration(lim.min_ttl),
+        "..", FormatDuration(lim.max_ttl), " (--max-ttl)"));
   }
   if (p.lock_delay < Millis(0) || p.lock_delay > kMaxLockDelay) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "lock_delay is ", p.lock_delay.count(), "ms; it must be 0..", kMaxLockDelay.count(), "ms"));
+        "lock_delay is ", FormatDuration(p.lock_delay), "; it must be 0..",
+        FormatDuration(kMaxLockDelay)));
   }
   if (p.revoke_reason.size() > kMaxRevokeReasonBytes) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/flags.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/recipe/ordering.h"
 
@@ -132,7 +133,7 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
             ++stats_.timed_out;
             FailWait(c, absl::DeadlineExceededError(absl::StrCat(
                             "lock \"", c->params.name, "\" not acquired within wait_timeout ",
-                            c->params.wait_timeout.count(), "ms")));
+                            FormatDuration(c->params.wait_timeout))));
           }
         }
         Deliver();

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/recipe/handoff_rules.h"
@@ -360,8 +361,8 @@ void EngineShard::CheckTtl(Contender* c) {
         NoteOwnNode(c, data, stat.version);
         if (Clock::now() >= c->ttl_deadline) {
           Lose(c, LostReason::kLeaseExpired,
-               absl::StrCat("no KeepAlive within the lease ttl of ", c->params.ttl.count(),
-                            "ms"));
+               absl::StrCat("no KeepAlive within the lease ttl of ",
+                            FormatDuration(c->params.ttl)));
         }
       } else if (code == ZkCode::kNoNode) {
         LoseGoneNode(c, "the lock's node was deleted outside this stream");

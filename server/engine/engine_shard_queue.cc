@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/recipe/ordering.h"
@@ -234,8 +235,8 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
       ++stats_.not_acquired_try_once;
       FailWait(c, absl::FailedPreconditionError(absl::StrCat(
                       "lock \"", c->params.name, "\" is in lock-delay for another ",
-                      std::chrono::duration_cast<Millis>(lock.delayed_until - Clock::now()).count(),
-                      "ms (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
+                      FormatDuration(std::chrono::ceil<Millis>(lock.delayed_until - Clock::now())),
+                      " (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
       return;
     }
     if (c->delay_timer == 0) {

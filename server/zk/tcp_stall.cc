@@ -12,6 +12,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include "client/common/flags.h"
 
 namespace turnstile {
 
@@ -72,17 +75,14 @@ TcpStallWatch::Verdict TcpStallWatch::Look(int fd, bool pending, int in_flight,
     if (poll(&p, 1, 0) == 1 && getsockopt(probe_fd_, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 &&
         err == 0 && (p.revents & (POLLERR | POLLHUP)) == 0) {
       CloseProbe();
-      char why[160];
-      std::snprintf(why, sizeof(why), "%s %u ms ago; the server answers a new connection",
-                    ti.tcpi_state == TCP_SYN_SENT ? "SYN unanswered, sent"
-                                                  : "TCP backing off, last ack",
-                    ti.tcpi_state == TCP_SYN_SENT
-                        ? static_cast<unsigned>(
-                              std::chrono::duration_cast<std::chrono::milliseconds>(now - since_)
-                                  .count())
-                        : ti.tcpi_last_ack_recv);
+      const std::chrono::milliseconds ago =
+          ti.tcpi_state == TCP_SYN_SENT
+              ? std::chrono::duration_cast<std::chrono::milliseconds>(now - since_)
+              : std::chrono::milliseconds(ti.tcpi_last_ack_recv);
       v.action = Verdict::kReconnectNow;
-      v.why = why;
+      v.why = std::string(ti.tcpi_state == TCP_SYN_SENT ? "SYN unanswered, sent "
+                                                        : "TCP backing off, last ack ") +
+              FormatDuration(ago) + " ago; the server answers a new connection";
       return v;
     }
     if (p.revents != 0 || now - probe_since_ >= kProbeEvery) CloseProbe();  // a fresh SYN

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/common/flags.h"
 #include "server/zk/zk_session_internal.h"
 
 namespace turnstile {
@@ -137,8 +138,8 @@ void ZkClientSession::Reopen() {
 
 // On the loop.
 void ZkClientSession::ScheduleRetry(const absl::Status& why) {
-  std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %lld ms): %s\n",
-               static_cast<long long>(reopen_backoff_.count()),
+  std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %s): %s\n",
+               FormatDuration(reopen_backoff_).c_str(),
                std::string(why.message()).c_str());
   loop_.RunAt(std::chrono::steady_clock::now() + reopen_backoff_, [this] { Reopen(); });
   reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
