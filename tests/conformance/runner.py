@@ -106,6 +106,12 @@ class Runner:
                      "waiters": [w.owner for w in d.waiters], "max_holders": d.max_holders})
             elif cmd["cmd"] == "list":
                 say({"req": req, "names": list(self.client.list(cmd.get("prefix", "")))})
+            elif cmd["cmd"] == "check":
+                c = self.client.check_token(cmd["lock"], int(cmd["token"]),
+                                            allow_stale=bool(cmd.get("stale", False)))
+                say({"req": req, "verdict": c.verdict,
+                     "highest_holder_token": c.highest_holder_token,
+                     "linearizable": c.linearizable})
             elif cmd["cmd"] == "revoke":
                 found = self.client.revoke(cmd["lease_id"], cmd.get("reason", ""),
                                            requester=self.owner)
@@ -133,7 +139,7 @@ def main():
             threading.Thread(target=runner.acquire, args=(cmd,), daemon=True).start()
         elif op == "release":
             threading.Thread(target=runner.release, args=(cmd,), daemon=True).start()
-        elif op in ("describe", "list", "revoke"):
+        elif op in ("describe", "list", "revoke", "check"):
             threading.Thread(target=runner.unary, args=(cmd,), daemon=True).start()
         else:
             say({"event": "error", "code": "UNKNOWN_COMMAND", "message": line})

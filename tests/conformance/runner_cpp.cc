@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/json_quote.h"
 #include "client/lib/client.h"
@@ -150,6 +151,22 @@ class Runner {
       absl::Status s = client_->Revoke(cmd["lease_id"].str, cmd["reason"].str);
       if (!s.ok()) return Say(UnaryError(req, s));
       Say(absl::StrCat("{\"req\":", JsonQuote(req), ",\"ok\":true}"));
+    } else if (op == "check") {
+      // A token is a number (exact below 2^53, as zxids of a test are) or
+      // a decimal string.
+      uint64_t token = 0;
+      const JsonValue& t = cmd["token"];
+      if (t.IsNumber()) {
+        token = static_cast<uint64_t>(t.number);
+      } else if (!absl::SimpleAtoi(t.str, &token)) {
+        return Say(UnaryError(req, absl::InvalidArgumentError("token is not a number")));
+      }
+      auto c = client_->CheckToken(cmd["lock"].str, token, cmd["stale"].b);
+      if (!c.ok()) return Say(UnaryError(req, c.status()));
+      Say(absl::StrCat("{\"req\":", JsonQuote(req), ",\"verdict\":",
+                       JsonQuote(tc::VerdictName(c->verdict)), ",\"highest_holder_token\":",
+                       c->highest_holder_token, ",\"linearizable\":",
+                       c->linearizable ? "true" : "false", "}"));
     }
   }
 
@@ -212,7 +229,7 @@ int main(int argc, char** argv) {
       threads.emplace_back([&runner, cmd] { runner.Acquire(cmd); });
     } else if (op == "release") {
       threads.emplace_back([&runner, cmd] { runner.Release(cmd); });
-    } else if (op == "describe" || op == "list" || op == "revoke") {
+    } else if (op == "describe" || op == "list" || op == "revoke" || op == "check") {
       threads.emplace_back([&runner, cmd] { runner.Unary(cmd); });
     } else {
       Say(absl::StrCat("{\"event\":\"error\",\"code\":\"UNKNOWN_COMMAND\",\"message\":",
