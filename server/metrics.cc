@@ -25,8 +25,8 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-const char* const kMethodNames[] = {"Acquire", "Release",  "KeepAlive", "Describe",
-                                    "List",    "Revoke",   "Observe",   "Proclaim"};
+const char* const kMethodNames[] = {"Acquire", "Release", "KeepAlive", "Describe", "List",
+                                    "Revoke",  "Observe", "Proclaim",  "CheckToken"};
 
 const char* GrpcCodeName(int code) {
   static const char* const kNames[] = {

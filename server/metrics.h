@@ -83,7 +83,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   class LiveCollector;
   static constexpr int kZkOps = static_cast<int>(ZkOp::kCount);
   static constexpr int kZkCodes = static_cast<int>(ZkCode::kOther) + 1;
-  static constexpr int kMethods = 8;
+  static constexpr int kMethods = 9;
   static constexpr int kGrpcCodes = 17;
 
   Metrics() = default;

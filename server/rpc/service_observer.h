@@ -12,7 +12,7 @@ class ServiceObserver {
  public:
   virtual ~ServiceObserver() = default;
   // `method` is the RPC name (Acquire, Release, KeepAlive, Describe, List,
-  // Revoke, Observe, Proclaim); `code` the gRPC status code's number (0 = OK .. 16).
+  // Revoke, Observe, Proclaim, CheckToken); `code` the gRPC status code's number (0 = OK .. 16).
   virtual void OnRequestDone(const char* method, int code) = 0;
   // `delta` is +1 or -1; `kind` is "acquire", "keepalive" or "observe".
   virtual void OnStreamsChanged(const char* kind, int delta) = 0;
