@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "client/lib/tls.h"
 #include "server/rpc/authz.h"
+#include "server/rpc/cert_names.h"
 #include "server/replica.h"
 #include "tests/test_pki.h"
 #include "tests/test_support.h"
@@ -81,6 +82,26 @@ const std::map<std::string, std::map<std::string, std::set<std::string>>>& Expec
     return e;
   }();
   return *m;
+}
+
+// What the openssl command says of a certificate file, e.g. "serial" ->
+// "0A", "subject" -> "O=acme,CN=api", "enddate" -> "2027-01-31 12:00:00Z":
+// the names an operator would compare a log line with, from a tool that is
+// not the code under test.
+std::string OpensslSays(const std::string& cert, const std::string& what) {
+  const std::string cmd = absl::StrCat("openssl x509 -noout -nameopt RFC2253 -dateopt iso_8601 -",
+                                       what, " -in '", cert, "'");
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[512];
+  std::string out;
+  while (std::fgets(buf, sizeof(buf), f) != nullptr) out += buf;
+  pclose(f);
+  const size_t eq = out.find('=');  // "serial=0A\n"
+  if (eq == std::string::npos) return "";
+  out = out.substr(eq + 1);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
 }
 
 // Rewrites `file` in place with `text` (of the file's size) and puts its
@@ -892,6 +913,23 @@ TEST_F(AuthzTest, RevokedClientCertificatesAreRefusedAndTheCrlReloads) {
   ASSERT_TRUE(line) << "no audit line for the revoked certificate";
   EXPECT_NE(line->find("\"audit\":\"unauthenticated\""), std::string::npos) << *line;
   EXPECT_NE(line->find("certificate revoked"), std::string::npos) << *line;
+  // Which certificate keeps being refused: its subject and serial (as
+  // openssl prints them), and the identity it claims, apart from the
+  // verified identity (none).
+  const std::string serial = OpensslSays(Client(kApi).cert, "serial");
+  const std::string subject = OpensslSays(Client(kApi).cert, "subject");
+  ASSERT_FALSE(serial.empty());
+  ASSERT_TRUE(absl::EndsWith(subject, "CN=api")) << subject;
+  EXPECT_NE(line->find("\"identity\":\"\""), std::string::npos) << *line;
+  EXPECT_NE(line->find(absl::StrCat("\"cert_serial\":\"", serial, "\"")), std::string::npos)
+      << *line;
+  EXPECT_NE(line->find(absl::StrCat("\"cert_subject\":\"", subject, "\"")), std::string::npos)
+      << *line;
+  EXPECT_NE(line->find(absl::StrCat("\"cert_identity\":\"", kApi, "\"")), std::string::npos)
+      << *line;
+  EXPECT_NE(line->find(absl::StrCat("subject \\\"", subject, "\\\", serial ", serial)),
+            std::string::npos)
+      << *line;  // the detail, for people
 
   // SIGHUP: the file rewritten in place to revoke the batch job instead,
   // padded to the same size (PEM allows trailing text), mtime put back.
@@ -976,6 +1014,59 @@ TEST(ClientCrl, ExpiredCrlsStillRevokeAndEveryIssuerNeedsOne) {
 // CA together during the cross-signed window, then the new one alone); the
 // hold keeps its token and the waiter is granted; a mismatched key and
 // certificate leave the old pair in force; the expiry metric follows.
+// A refused client certificate (expired, from an unknown CA) is named by
+// its subject, serial, issuer and expiry (UTC) in the refusal, and carries
+// them for the audit line's fields; the names are what openssl prints.
+TEST(RefusedCertificate, IsNamedBySubjectSerialIssuerAndExpiryInUtc) {
+  EXPECT_EQ(UtcTime(1800000000), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(UtcTime(0), "1970-01-01T00:00:00Z");
+  TestPki pki;
+  pki.AddCa("stranger");
+  CertSpec spec;
+  spec.cn = "expired-job";
+  spec.san = "URI:spiffe://x/expired";
+  spec.not_after_s = -60;
+  auto expired = pki.Issue("expired", spec);
+  spec.cn = "stray";
+  spec.san = "DNS:stray.example";
+  spec.not_after_s = 86400;
+  spec.issuer = "stranger";
+  auto stray = pki.Issue("stray", spec);
+  auto v = ClientCertVerifier::Create(ReadFile(pki.ca_file()));
+  ASSERT_TRUE(v.ok()) << v.status();
+  for (const auto& [file, why, identity] :
+       {std::tuple{expired.cert, "certificate has expired", "spiffe://x/expired"},
+        std::tuple{stray.cert, "unable to get local issuer certificate", "stray.example"}}) {
+    SCOPED_TRACE(file);
+    auto r = (*v)->IdentifyPem(ReadFile(file), "");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnauthenticated);
+    const std::string message(r.status().message());
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+    std::string until = OpensslSays(file, "enddate");
+    ASSERT_EQ(until.size(), 20u) << until;
+    until[10] = 'T';
+    const std::string serial = OpensslSays(file, "serial");
+    EXPECT_NE(message.find(absl::StrCat("; the certificate: subject \"", OpensslSays(file, "subject"),
+                                        "\", serial ", serial, ", issuer \"",
+                                        OpensslSays(file, "issuer"), "\", valid until ", until)),
+              std::string::npos)
+        << message;
+    std::optional<CertNames> n = RefusedCertificateOf(r.status());
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->identity, identity);
+    EXPECT_EQ(n->serial, serial);
+    EXPECT_EQ(n->subject, OpensslSays(file, "subject"));
+    EXPECT_EQ(UtcTime(n->not_after), until);
+    auto fields = RefusedCertificateAuditFields(r.status());
+    ASSERT_EQ(fields.size(), 5u);
+    EXPECT_EQ(fields[2], std::make_pair(std::string("cert_serial"), serial));
+  }
+  // A refusal of no certificate carries no names.
+  EXPECT_FALSE(RefusedCertificateOf(absl::UnauthenticatedError("no TLS connection")));
+  EXPECT_TRUE(RefusedCertificateAuditFields(absl::UnauthenticatedError("x")).empty());
+}
+
 TEST_F(AuthzTest, CertificatesRotateWithoutARestartOrADisturbedHold) {
   const std::string dir = pki_.dir() + "/live";
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
@@ -1170,6 +1261,17 @@ TEST_F(AuthzTest, CertificatesReloadThroughASecretSymlinkSwapAndOnSighup) {
   point_data_at("..2026_11_02");
   ASSERT_TRUE(WaitFor([&] { return describe_ok(trusts_ca2); }, milliseconds(20000)))
       << "the symlink swap was not picked up";
+  // Its log line gives the new certificate's expiry as a date in UTC.
+  std::string until = OpensslSays(s2.cert, "enddate");  // "2026-11-28 20:52:36Z"
+  ASSERT_EQ(until.size(), 20u) << until;
+  until[10] = 'T';
+  std::optional<std::string> reloaded;
+  while ((reloaded = p->AwaitLine("turnstiled: TLS certificate", milliseconds(10000)))) {
+    if (reloaded->find("reloaded") != std::string::npos) break;
+  }
+  ASSERT_TRUE(reloaded) << "no reload line";
+  EXPECT_EQ(*reloaded, absl::StrCat("turnstiled: TLS certificate ", secret,
+                                    "/tls.crt reloaded (valid until ", until, ")"));
   EXPECT_FALSE(describe_ok({pki_.ca_file(), admin.cert, admin.key}))
       << "new connections still get the old certificate";
 

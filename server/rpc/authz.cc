@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/json_quote.h"
+#include "server/rpc/cert_names.h"
 #include "turnstile/v1/authz.pb.h"
 
 namespace turnstile {
@@ -96,12 +97,12 @@ std::string DescribeJsonError(absl::string_view json, const std::string& pb) {
 
 const char* AuthzActionName(AuthzAction a) { return kActionNames[static_cast<int>(a)]; }
 
-bool IdentityMatches(absl::string_view pattern, absl::string_view s) {
 int IdentitySpecificity(absl::string_view pattern) {
   if (pattern.find('*') == absl::string_view::npos) return INT_MAX;
   return static_cast<int>(pattern.size() - std::count(pattern.begin(), pattern.end(), '*'));
 }
 
+bool IdentityMatches(absl::string_view pattern, absl::string_view s) {
   // Iterative glob with backtracking to the last '*': O(|pattern| * |s|).
   size_t p = 0, i = 0, star = absl::string_view::npos, mark = 0;
   while (i < s.size()) {
@@ -184,10 +185,10 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
     }
     p->rules_.push_back(std::move(rule));
   }
-  // Rules by lock prefix: a check looks up the prefixes of the lock name
   absl::StatusOr<QuotaSet> quotas = QuotaSet::FromProto(msg);
   if (!quotas.ok()) return quotas.status();
   p->quotas_ = std::move(*quotas);
+  // Rules by lock prefix: a check looks up the prefixes of the lock name
   // (at most 257) instead of walking every rule, so 10,000 rules cost
   // about what 10 do.
   for (size_t ri = 0; ri < p->rules_.size(); ++ri) {
@@ -327,32 +328,6 @@ std::vector<X509Ptr> ReadCerts(const std::string& pem) {
   ERR_clear_error();  // the read that ends the loop leaves "no start line"
   BIO_free(bio);
   return out;
-}
-
-// First URI SAN, else first DNS SAN, else subject CN; "" if none.
-std::string IdentityOf(X509* x) {
-  std::string uri, dns;
-  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
-  if (names != nullptr) {
-    for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
-      const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
-      if (n->type == GEN_URI && uri.empty()) {
-        uri.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.uniformResourceIdentifier)),
-                   ASN1_STRING_length(n->d.uniformResourceIdentifier));
-      } else if (n->type == GEN_DNS && dns.empty()) {
-        dns.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(n->d.dNSName)),
-                   ASN1_STRING_length(n->d.dNSName));
-      }
-    }
-    GENERAL_NAMES_free(names);
-  }
-  if (!uri.empty()) return uri;
-  if (!dns.empty()) return dns;
-  X509_NAME* subject = X509_get_subject_name(x);
-  int idx = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-  if (idx < 0) return "";
-  ASN1_STRING* cn = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, idx));
-  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(cn)), ASN1_STRING_length(cn));
 }
 
 }  // namespace
@@ -574,30 +549,34 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
   X509_STORE_CTX_free(vctx);
   sk_X509_free(untrusted);
   ERR_clear_error();
+  const CertNames names = NamesOf(leaf[0].get());
+  // A refusal names the certificate (which one keeps being refused); the
+  // audit line gets the names as fields of their own (cert_names.h).
+  auto refused = [&names](const std::string& why) {
+    absl::Status s = absl::UnauthenticatedError(
+        absl::StrCat(why, "; the certificate: ", DescribeCertificate(names)));
+    AttachRefusedCertificate(names, &s);
+    return s;
+  };
   if (ok != 1) {
     if (err == X509_V_ERR_CERT_REVOKED) {
-      return absl::UnauthenticatedError(
+      return refused(
           "client certificate refused: certificate revoked (listed in --tls-client-crl-file)");
     }
     if (err == X509_V_ERR_UNABLE_TO_GET_CRL) {
-      return absl::UnauthenticatedError(
+      return refused(
           "client certificate refused: unable to get certificate CRL (--tls-client-crl-file has "
           "no CRL of the certificate's issuer)");
     }
-    return absl::UnauthenticatedError(absl::StrCat(
+    return refused(absl::StrCat(
         "client certificate refused: ", X509_verify_cert_error_string(err),
         " (it must be valid now and issued by --tls-client-ca-file)"));
   }
-  std::string identity = IdentityOf(leaf[0].get());
+  const std::string& identity = names.identity;
   if (identity.empty()) {
-    return absl::UnauthenticatedError(
-        "client certificate names nobody: no URI SAN, DNS SAN or subject CN");
+    return refused("client certificate names nobody: no URI SAN, DNS SAN or subject CN");
   }
-  time_t not_after = 0;
-  {
-    struct tm tm {};
-    if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf[0].get()), &tm) == 1) not_after = timegm(&tm);
-  }
+  const time_t not_after = static_cast<time_t>(names.not_after);
   absl::MutexLock l(&mu_);
   if (trust != trust_) return identity;  // a new CRL came meanwhile: do not cache
   if (cache_.size() >= 4096) cache_.clear();  // bounded; rebuilt by the next calls
@@ -606,13 +585,16 @@ absl::StatusOr<std::string> ClientCertVerifier::IdentifyPem(const std::string& l
 }
 
 void AuditLog(absl::string_view event, absl::string_view identity, absl::string_view action,
-              absl::string_view lock, absl::string_view detail) {
+              absl::string_view lock, absl::string_view detail,
+              const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::string more;
+  for (const auto& [k, v] : extra) absl::StrAppend(&more, ",", JsonQuote(k), ":", JsonQuote(v));
   const std::string line = absl::StrCat(
       "{\"audit\":", JsonQuote(std::string(event)),
       ",\"time\":", JsonQuote(absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone())),
       ",\"identity\":", JsonQuote(std::string(identity)),
       ",\"action\":", JsonQuote(std::string(action)), ",\"lock\":", JsonQuote(std::string(lock)),
-      ",\"detail\":", JsonQuote(std::string(detail)), "}\n");
+      ",\"detail\":", JsonQuote(std::string(detail)), more, "}\n");
   std::fputs(line.c_str(), stderr);
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -18,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "server/watched_file.h"
 #include "server/rpc/quota.h"
+#include "server/watched_file.h"
 
 namespace grpc {
 class AuthContext;
@@ -52,9 +53,9 @@ class AuthzPolicy {
   bool MayAllowUnder(absl::string_view identity, AuthzAction action,
                      absl::string_view prefix) const;
   size_t rule_count() const { return rules_.size(); }
-
   // The per-identity quotas (server/rpc/quota.h).
   const QuotaSet& quotas() const { return quotas_; }
+
  private:
   struct Rule {
     std::vector<std::string> identities;
@@ -66,15 +67,15 @@ class AuthzPolicy {
   std::vector<Rule> rules_;
   // Lock prefix -> the rules naming it (indexes into rules_, ascending).
   absl::flat_hash_map<std::string, std::vector<size_t>> by_prefix_;
-};
   QuotaSet quotas_;
+};
 
 // Glob with '*' (any run of characters, '/' included); exact otherwise.
 bool IdentityMatches(absl::string_view pattern, absl::string_view identity);
-
 // How specific a pattern is against an identity it matches: exact beats
 // every glob (INT_MAX); between globs, more literal characters win.
 int IdentitySpecificity(absl::string_view pattern);
+
 // The current policy of a replica, reloaded from its file. Thread-safe.
 class PolicyFile {
  public:
@@ -98,8 +99,8 @@ class PolicyFile {
   // The policy in `text`, or why it is refused.
   absl::StatusOr<std::shared_ptr<const AuthzPolicy>> ParseHere(absl::string_view text) const;
   const std::string path_;
-  // Serializes Reload; taken before mu_.
   const bool rules_allowed_;
+  // Serializes Reload; taken before mu_.
   absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   WatchedFile file_ ABSL_GUARDED_BY(reload_mu_);
   mutable absl::Mutex mu_;
@@ -162,9 +163,10 @@ class ClientCertVerifier {
   std::unordered_map<std::string, Cached> cache_ ABSL_GUARDED_BY(mu_);  // leaf PEM -> identity
 };
 
-// One audit line (JSON) on stderr.
+// One audit line (JSON) on stderr; `extra`: more fields, after "detail".
 void AuditLog(absl::string_view event, absl::string_view identity, absl::string_view action,
-              absl::string_view lock, absl::string_view detail);
+              absl::string_view lock, absl::string_view detail,
+              const std::vector<std::pair<std::string, std::string>>& extra = {});
 
 }  // namespace turnstile
 

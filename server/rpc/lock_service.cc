@@ -1,6 +1,7 @@
 #include "server/rpc/lock_service.h"
 
 #include "server/rpc/acquire_proto.h"
+#include "server/rpc/cert_names.h"
 #include "server/rpc/lock_service_internal.h"
 
 #include <atomic>
@@ -53,8 +54,11 @@ absl::StatusOr<std::string> LockServiceImpl::Authenticate(grpc::ServerContext* c
       auth ? verifier_->Identify(*auth)
            : absl::StatusOr<std::string>(absl::UnauthenticatedError("no TLS connection"));
   if (!who.ok()) {
+    // "identity" stays empty: only a verified certificate names one. The
+    // refused certificate's names are fields of their own (cert_names.h).
     AuditLog("unauthenticated", "", method, "",
-             absl::StrCat(ctx->peer(), ": ", who.status().message()));
+             absl::StrCat(ctx->peer(), ": ", who.status().message()),
+             RefusedCertificateAuditFields(who.status()));
   }
   return who;
 }

@@ -17,6 +17,7 @@
 #include <openssl/x509.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/rpc/cert_names.h"
 
 namespace turnstile {
 
@@ -177,8 +178,8 @@ bool ServingCertificate::Reload(bool force) {
     absl::MutexLock l(&mu_);
     not_after_ = *not_after;
   }
-  std::fprintf(stderr, "turnstiled: TLS certificate %s reloaded (valid until %lld)\n",
-               cert_file_.path().c_str(), static_cast<long long>(*not_after));
+  std::fprintf(stderr, "turnstiled: TLS certificate %s reloaded (valid until %s)\n",
+               cert_file_.path().c_str(), UtcTime(*not_after).c_str());
   return true;
 }
 
