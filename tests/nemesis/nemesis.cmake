@@ -51,3 +51,15 @@ add_test(NAME short_outage
                  --holder $<TARGET_FILE:short_outage_holder>
                  --runs 20)
 set_tests_properties(short_outage PROPERTIES TIMEOUT 400 LABELS nemesis)
+
+# The fencing-token check under a partitioned follower
+# (tests/nemesis/check_token.py): a holder is killed and another granted;
+# from the grant on, no replica answers CURRENT for the old token, and
+# every replica that reaches a quorum answers SUPERSEDED. The nemesis
+# suite's ensemble and replicas; runs as root; about 15 s.
+add_test(NAME nemesis_check_token
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_token.py
+                 --turnstiled $<TARGET_FILE:turnstiled>
+                 --cli $<TARGET_FILE:turnstile>
+                 --budget 150)
+set_tests_properties(nemesis_check_token PROPERTIES TIMEOUT 200 LABELS nemesis)
