@@ -1,7 +1,10 @@
 // CheckToken, the fencing-token check for resource servers, through gRPC
 // against in-process replicas on a real ZooKeeper: its verdicts (CURRENT,
 // SUPERSEDED, WAITING), linearizable and stale answers, and the codes for
-// bad input, a refused identity and a ZooKeeper outage.
+// bad input, a refused identity and a ZooKeeper outage. Then the engine's
+// check over the in-memory ZooKeeper (tests/fake_zk_session.h), for the
+// orders a real one produces only by chance (a holder or a waiter gone
+// between the listing and its read) and for what a check reads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,10 +13,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/lib/client.h"
 #include "client/lib/tls.h"
 #include "server/recipe/lock_name.h"
 #include "server/replica.h"
+#include "server/engine/timer_queue.h"
+#include "tests/fake_zk_session.h"
 #include "tests/test_pki.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
@@ -360,6 +366,204 @@ TEST(CheckTokenAuthzTest, ACallerThatMayNotDescribeIsPermissionDenied) {
   EXPECT_NE(s.error_message().find("describe"), std::string::npos) << s.error_message();
   // Its own prefix it may check.
   EXPECT_EQ(Verdict(as_stranger.get(), "search/x", token), kSuperseded);
+}
+
+// ---------------------------------------------------------------------------
+// The engine's check over the in-memory ZooKeeper.
+
+constexpr milliseconds kFakeDeadline{10000};
+
+class CheckTokenFakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    zk_ = std::make_unique<FakeZkSession>(&server_);
+    EngineOptions options;
+    options.root = "/t";
+    options.check_invariants = true;
+    engine_ = std::make_unique<LockEngine>(zk_.get(), &timers_, options);
+    ASSERT_TRUE(zk_->Start().ok());
+    ASSERT_TRUE(WaitFor([&] { return engine_->serving(); }, kFakeDeadline));
+  }
+  void TearDown() override {
+    zk_->Close();
+    timers_.Shutdown();
+    engine_.reset();
+  }
+
+  // `n` exclusive contenders of lock `name`, created in queue order (so
+  // their czxids grow); their tokens.
+  std::vector<uint64_t> Queue(const std::string& name, int n) {
+    const std::string lock = "/t/" + EncodeLockName(name);
+    EXPECT_EQ(server_.CreateNode(lock), ZkCode::kOk);
+    std::vector<uint64_t> tokens;
+    for (int i = 0; i < n; ++i) {
+      const std::string path = lock + "/" +
+                               ContenderNodePrefix(ContenderKind::kExclusive, NewContenderUid()) +
+                               absl::StrFormat("%010d", i + 1);
+      EXPECT_EQ(server_.CreateNode(path), ZkCode::kOk);
+      paths_.push_back(path);
+      tokens.push_back(static_cast<uint64_t>(server_.Stat(path)->czxid));
+    }
+    return tokens;
+  }
+
+  // One check in flight; Await gives its answer.
+  struct Answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<absl::StatusOr<TokenCheck>> result;
+    absl::StatusOr<TokenCheck> Await() {
+      std::unique_lock<std::mutex> l(mu);
+      if (!cv.wait_for(l, kFakeDeadline, [&] { return result.has_value(); })) {
+        return absl::DeadlineExceededError("no answer");
+      }
+      return *result;
+    }
+  };
+  std::shared_ptr<Answer> Start(uint64_t token, bool stale = true) {
+    auto a = std::make_shared<Answer>();
+    engine_->CheckToken("chk", token, stale, [a](absl::StatusOr<TokenCheck> r) {
+      std::lock_guard<std::mutex> l(a->mu);
+      a->result = std::move(r);
+      a->cv.notify_all();
+    });
+    return a;
+  }
+  absl::StatusOr<TokenCheck> Check(uint64_t token, bool stale = true) {
+    return Start(token, stale)->Await();
+  }
+  // Holds the replies of listings until released.
+  void HoldListings() {
+    zk_->SetHoldFilter([](const FakeItem& i) {
+      return i.kind == FakeItem::Kind::kReply && i.op == ZkOp::kGetChildren;
+    });
+  }
+  uint64_t HeldListing() {
+    auto held = zk_->AwaitHeld([](const FakeItem& i) { return i.op == ZkOp::kGetChildren; },
+                               kFakeDeadline);
+    EXPECT_TRUE(held.has_value());
+    zk_->SetHoldFilter(nullptr);
+    return held ? held->id : 0;
+  }
+
+  FakeZkServer server_;
+  TimerQueue timers_;
+  std::unique_ptr<FakeZkSession> zk_;
+  std::unique_ptr<LockEngine> engine_;
+  std::vector<std::string> paths_;  // the contenders made by Queue, in order
+};
+
+// A holder's check reads one node; a waiter's a logarithmic number of
+// them (binary search over the waiters); linearizable checks sync once.
+TEST_F(CheckTokenFakeTest, ACheckReadsTheHolderAndSearchesTheWaiters) {
+  std::vector<uint64_t> t = Queue("chk", 16);  // a holder and 15 waiters
+  auto exists_calls = [&] { return zk_->call_count(ZkOp::kExists); };
+  uint64_t before = exists_calls();
+  absl::StatusOr<TokenCheck> r = Check(t[0]);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, TokenCheck::Verdict::kCurrent);
+  EXPECT_EQ(r->highest_holder_token, t[0]);
+  EXPECT_EQ(exists_calls() - before, 1u);
+  for (size_t i = 1; i < t.size(); ++i) {
+    before = exists_calls();
+    r = Check(t[i]);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, TokenCheck::Verdict::kWaiting) << i;
+    EXPECT_EQ(r->highest_holder_token, t[0]);
+    EXPECT_LE(exists_calls() - before, 1u + 4u) << "waiter " << i;  // log2(15) < 4
+  }
+  // Below the holder's: no waiter can have it, only the holder is read.
+  before = exists_calls();
+  r = Check(t[0] - 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, TokenCheck::Verdict::kSuperseded);
+  EXPECT_EQ(exists_calls() - before, 1u);
+  // Above the last waiter's: searched, not found.
+  for (uint64_t token : {t.back() + 1, t.back() + 1000}) {
+    r = Check(token);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, TokenCheck::Verdict::kSuperseded) << token;
+  }
+  const uint64_t syncs = zk_->call_count(ZkOp::kSync);
+  r = Check(t[3], /*stale=*/false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->linearizable);
+  EXPECT_GE(zk_->call_count(ZkOp::kSync), syncs + 1);
+}
+
+// The holder leaves between the listing and its read: the check lists
+// again and decides on the new holder (the next in line).
+TEST_F(CheckTokenFakeTest, AHolderGoneBeforeItsReadMakesTheCheckListAgain) {
+  std::vector<uint64_t> t = Queue("chk", 3);
+  const uint64_t listings = zk_->call_count(ZkOp::kGetChildren);
+  HoldListings();
+  auto answer = Start(t[1]);
+  const uint64_t held = HeldListing();
+  ASSERT_EQ(server_.DeleteNode(paths_[0]), ZkCode::kOk);  // the holder leaves
+  ASSERT_TRUE(zk_->Release(held));
+  absl::StatusOr<TokenCheck> r = answer->Await();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, TokenCheck::Verdict::kCurrent);
+  EXPECT_EQ(r->highest_holder_token, t[1]);
+  EXPECT_EQ(zk_->call_count(ZkOp::kGetChildren) - listings, 2u);
+  // And the old holder's token, asked the same way, is superseded.
+  HoldListings();
+  answer = Start(t[0]);
+  const uint64_t held2 = HeldListing();
+  ASSERT_EQ(server_.DeleteNode(paths_[1]), ZkCode::kOk);
+  ASSERT_TRUE(zk_->Release(held2));
+  r = answer->Await();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, TokenCheck::Verdict::kSuperseded);
+  EXPECT_EQ(r->highest_holder_token, t[2]);
+}
+
+// A waiter that leaves during the search is passed over: its own token is
+// SUPERSEDED, another waiter's still found.
+TEST_F(CheckTokenFakeTest, AWaiterGoneDuringTheSearchIsPassedOver) {
+  std::vector<uint64_t> t = Queue("chk", 8);  // a holder and waiters 1..7
+  struct Case {
+    size_t asked, gone;  // gone: the search's first probe, deleted after the listing
+    TokenCheck::Verdict want;
+  };
+  // Waiters left: 1..7, then 1..3 5..7, then 1..3 6 7.
+  for (const Case& c : {Case{5, 4, TokenCheck::Verdict::kWaiting},
+                        Case{6, 5, TokenCheck::Verdict::kWaiting},
+                        Case{3, 3, TokenCheck::Verdict::kSuperseded}}) {
+    SCOPED_TRACE(c.asked);
+    HoldListings();
+    const uint64_t reads = zk_->call_count(ZkOp::kExists);
+    auto answer = Start(t[c.asked]);
+    const uint64_t held = HeldListing();
+    ASSERT_EQ(server_.DeleteNode(paths_[c.gone]), ZkCode::kOk);
+    ASSERT_TRUE(zk_->Release(held));
+    absl::StatusOr<TokenCheck> r = answer->Await();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, c.want);
+    EXPECT_EQ(r->highest_holder_token, t[0]);
+    // The holder, the probe that found nothing, then a search of the rest.
+    EXPECT_LE(zk_->call_count(ZkOp::kExists) - reads, 1u + 1u + 3u);
+  }
+}
+
+// No session, or a failed sync: UNAVAILABLE (the answer is unknown).
+TEST_F(CheckTokenFakeTest, AFailedSyncOrNoSessionIsUnavailable) {
+  std::vector<uint64_t> t = Queue("chk", 1);
+  zk_->LoseNextRequest(ZkOp::kSync, "");
+  absl::StatusOr<TokenCheck> r = Check(t[0], /*stale=*/false);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("sync"), std::string::npos) << r.status();
+  zk_->LoseNextRequest(ZkOp::kGetChildren, "chk");
+  r = Check(t[0], /*stale=*/true);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  zk_->Disconnect();
+  r = Check(t[0], /*stale=*/true);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  zk_->Reconnect();
+  ASSERT_TRUE(WaitFor([&] { return zk_->connected(); }, kFakeDeadline));
+  r = Check(t[0], /*stale=*/false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verdict, TokenCheck::Verdict::kCurrent);
 }
 
 }  // namespace
