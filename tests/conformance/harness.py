@@ -427,6 +427,13 @@ class Scenario:
                 tls = make_pki(tmp, names)
                 extra = ["--tls-cert-file", tls["server"][0], "--tls-key-file", tls["server"][1],
                          "--tls-client-ca-file", tls["ca"]]
+            if "policy" in self.spec:  # an authorization policy (authz.proto's JSON)
+                if tls is None:
+                    raise Failure("a policy needs mutual_tls (identities come from certificates)")
+                policy = os.path.join(tmp, "policy.json")
+                with open(policy, "w") as f:
+                    json.dump(self.spec["policy"], f)
+                extra += ["--authz-file", policy]
             for i in range(self.spec.get("replicas", 1)):
                 self.replicas.append(Replica(self.build, self.zk, root, i, extra, wait=False))
             health_env = dict(os.environ)
