@@ -113,12 +113,13 @@ TEST(CarefulOptions, BadOptionsAreInvalidArgumentBeforeAnyRpc) {
   };
   std::vector<Case> cases(6);
   cases[0] = {"", {}, "name"};
-  cases[1] = {"x", {}, "wait_timeout"};
+  // Durations as flags write them (client/common/duration_text.h).
+  cases[1] = {"x", {}, "wait_timeout is -1ms; it must be >= 0"};
   cases[1].o.wait_timeout = Millis(-1);
-  cases[2] = {"x", {}, "ttl"};
-  cases[2].o.ttl = Millis(-5);
-  cases[3] = {"x", {}, "lock_delay"};
-  cases[3].o.lock_delay = Millis(-5);
+  cases[2] = {"x", {}, "ttl is -1s500ms; it must be >= 0"};
+  cases[2].o.ttl = Millis(-1500);
+  cases[3] = {"x", {}, "lock_delay is -1m; it must be >= 0"};
+  cases[3].o.lock_delay = Millis(-60000);
   cases[4] = {"x", {}, "max_holders"};
   cases[4].o.max_holders = -1;
   cases[5] = {"x", {}, "shared"};

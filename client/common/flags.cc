@@ -61,22 +61,6 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text)
   return std::chrono::milliseconds(static_cast<int64_t>(total));
 }
 
-std::string FormatDuration(std::chrono::milliseconds d) {
-  int64_t ms = d.count();
-  if (ms == 0) return "0s";
-  std::string out;
-  if (ms < 0) {
-    out = "-";
-    ms = -ms;
-  }
-  const int64_t h = ms / 3600000, m = ms / 60000 % 60, s = ms / 1000 % 60, rest = ms % 1000;
-  if (h > 0) absl::StrAppend(&out, h, "h");
-  if (m > 0) absl::StrAppend(&out, m, "m");
-  if (s > 0) absl::StrAppend(&out, s, "s");
-  if (rest > 0) absl::StrAppend(&out, rest, "ms");
-  return out;
-}
-
 std::string FlagSet::EnvName(const std::string& flag) {
   return "TURNSTILE_" + absl::AsciiStrToUpper(absl::StrReplaceAll(flag, {{"-", "_"}}));
 }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/common/duration_text.h"
 
 namespace turnstile {
 
@@ -19,9 +20,7 @@ namespace turnstile {
 // "1s500ms", "2.5s"; the old forms too ("3600000ms"; a bare number is
 // seconds). At most 1e12 ms; INVALID_ARGUMENT otherwise.
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text);
-// The form people read: "1h", "30s", "1m30s", "1h30s", "1s500ms",
-// "250ms", "0s". ParseDuration(FormatDuration(d)) == d for d >= 0.
-std::string FormatDuration(std::chrono::milliseconds d);
+// FormatDuration (duration_text.h) writes what this reads.
 
 class FlagSet {
  public:

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/duration_text.h"
 #include "client/lib/client.h"
 
 namespace turnstile::client::careful {
@@ -94,14 +95,15 @@ inline absl::Status ValidateAcquireOptions(const std::string& name, const Acquir
   if (name.empty()) return absl::InvalidArgumentError("name: must not be empty");
   if (o.wait_timeout < Millis(0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("wait_timeout is ", o.wait_timeout.count(), "ms; it must be >= 0"));
+        absl::StrCat("wait_timeout is ", FormatDuration(o.wait_timeout), "; it must be >= 0"));
   }
   if (o.ttl < Millis(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("ttl is ", o.ttl.count(), "ms; it must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ttl is ", FormatDuration(o.ttl), "; it must be >= 0"));
   }
   if (o.lock_delay < Millis(0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("lock_delay is ", o.lock_delay.count(), "ms; it must be >= 0"));
+        absl::StrCat("lock_delay is ", FormatDuration(o.lock_delay), "; it must be >= 0"));
   }
   if (o.max_holders < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

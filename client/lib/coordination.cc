@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/common/duration_text.h"
 #include "client/lib/careful.h"
 
 namespace turnstile::client {
@@ -50,7 +51,7 @@ void Election::Tell(bool leader, const std::string& reason) {
 absl::Status Election::Campaign(const std::string& value, Millis timeout) {
   if (timeout < Millis(0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("timeout is ", timeout.count(), "ms; it must be >= 0"));
+        absl::StrCat("timeout is ", FormatDuration(timeout), "; it must be >= 0"));
   }
   {
     absl::MutexLock l(&mu_);
@@ -77,7 +78,7 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
       const auto now = SteadyClock::now();
       if (!forever && now >= deadline) {
         return absl::DeadlineExceededError(
-            absl::StrCat("not elected in election \"", name_, "\" within ", timeout.count(), "ms"));
+            absl::StrCat("not elected in election \"", name_, "\" within ", FormatDuration(timeout)));
       }
       const Millis left =
           forever ? cap : std::chrono::ceil<Millis>(deadline - now);
@@ -121,8 +122,8 @@ absl::Status Election::Campaign(const std::string& value, Millis timeout) {
       const Millis delay = backoff.Next();
       if (!forever && SteadyClock::now() + delay >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
-            "not elected in election \"", name_, "\" within ", timeout.count(),
-            "ms (last: ", st.message(), ")"));
+            "not elected in election \"", name_, "\" within ", FormatDuration(timeout),
+            " (last: ", st.message(), ")"));
       }
       std::this_thread::sleep_for(delay);  // a retry's backoff, not a wait for an event
       continue;
@@ -326,7 +327,7 @@ absl::StatusOr<MultiLock> AcquireAll(Client* client, const std::vector<std::stri
   if (!order.ok()) return order.status();
   if (options.wait_timeout < Millis(0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "wait_timeout is ", options.wait_timeout.count(), "ms; it must be >= 0"));
+        "wait_timeout is ", FormatDuration(options.wait_timeout), "; it must be >= 0"));
   }
   const auto deadline = SteadyClock::now() + options.wait_timeout;
   MultiLock m;
@@ -339,7 +340,7 @@ absl::StatusOr<MultiLock> AcquireAll(Client* client, const std::vector<std::stri
         (void)m.Release();
         return absl::DeadlineExceededError(absl::StrCat(
             "lock \"", name, "\": the multi-lock's wait_timeout (",
-            options.wait_timeout.count(), "ms) passed; nothing is held"));
+            FormatDuration(options.wait_timeout), ") passed; nothing is held"));
       }
     }
     if (options.on_change) {

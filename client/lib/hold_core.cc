@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/common/duration_text.h"
 #include "client/lib/coordination.h"  // AbandonWaits, WaitsAbandoned
 #include "client/lib/keepalive.h"
 #include "client/lib/proto_convert.h"
@@ -131,7 +132,7 @@ absl::Status HoldCore::Start(const v1::AcquireOpen& open, Millis wait_timeout,
     Cancel();
     return absl::DeadlineExceededError(
         "turnstile client: no answer from the server within wait_timeout + " +
-        std::to_string(kAcquireSlack.count()) + "ms; the wait was cancelled");
+        FormatDuration(kAcquireSlack) + "; the wait was cancelled");
   }
   absl::Status result = StartResultLocked();
   mu_.Unlock();
@@ -216,8 +217,8 @@ absl::Status HoldCore::ReleaseHandle(int id, LockStatus* final) {
       if (!ended_) {
         cancel = true;
         result = absl::DeadlineExceededError(
-            "no RELEASED from the server within " + std::to_string(kReleaseTimeout.count()) +
-            "ms; the stream was cancelled (which releases the lock on a live server)");
+            "no RELEASED from the server within " + FormatDuration(kReleaseTimeout) +
+            "; the stream was cancelled (which releases the lock on a live server)");
       } else if (!saw_released_ && phase_ != Phase::kLost && !end_status_.ok()) {
         result = FromGrpc(end_status_);
       }

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/common/duration_text.h"
 #include "client/lib/careful.h"
 #include "client/lib/hold_core.h"
 #include "client/lib/keepalive.h"
@@ -178,8 +179,8 @@ void HoldCore::OnWatchdog(uint64_t generation) {
     phase_ = Phase::kSuspended;
     silent_ = step.silent;
     suspend_deadline_ = step.suspend_deadline;
-    message_ = "no refresh from the replica within " + std::to_string(refresh_within_.count()) +
-               "ms: the replica or the stream may have failed";
+    message_ = "no refresh from the replica within " + FormatDuration(refresh_within_) +
+               ": the replica or the stream may have failed";
     NotifyLocked();
   } else if (step.state == careful::Watch::kLost) {
     phase_ = Phase::kLost;
