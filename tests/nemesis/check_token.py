@@ -17,7 +17,7 @@ error (UNAVAILABLE, or the caller's deadline passes), never CURRENT.
 Steps:
   1. ensemble and replicas up; zkF = a follower, rF its replica; rL and rO
      the replicas of the leader and of the other follower;
-  2. holder H (`turnstile acquire`, via rL) holds lock `checked`, token
+  2. holder H (`turnstile acquire`, via rL) holds lock `checked-<round>`, token
      T_old; waiter W (via rO) queues; every replica says CURRENT for T_old;
   3. zkF is cut off from the other two members;
   4. H is SIGKILLed; W's ACQUIRED (token T_new) is the announcement;
@@ -30,14 +30,19 @@ Steps:
      syncs on that session, so it mostly times out);
   6. heal; once rF serves again, every replica answers SUPERSEDED for T_old
      and CURRENT for T_new.
-Checked: no linearizable CURRENT for T_old after step 4, from any replica;
-rL and rO answer SUPERSEDED for T_old (at least once each in step 5) and
-CURRENT for T_new; rF does in step 6.
+Checked, in each of --rounds rounds (3; a lock each; the partitioned
+follower alternates): no linearizable CURRENT for T_old after step 4, from
+any replica; rL and rO answer SUPERSEDED for T_old (at least once each in
+step 5) and CURRENT for T_new; rF does in step 6. A check that skipped the
+sync (every check made --stale) was caught in 7 of 11 single rounds: its
+first read through rF may queue behind one of the replica's own heartbeat
+syncs (sent every 400 ms) and then only time out. Hence three rounds: it
+failed 4 of 4 runs of three (in round 1 or 2).
 
     sudo /usr/bin/python3 tests/nemesis/check_token.py --turnstiled BUILD/server/turnstiled \\
         --cli BUILD/client/turnstile [--keep]
 
-Runs as root (namespaces, iptables); about a minute; --budget bounds it.
+Runs as root (namespaces, iptables); about 12 s a round; --budget bounds it.
 """
 
 import argparse
@@ -62,7 +67,8 @@ import run_nemesis  # noqa: E402  (the ensemble and replicas, as the nemesis run
 from run_nemesis import REPLICAS, ZK, log, poll_until  # noqa: E402
 
 SUBNET = "10.78.0"  # private to this lab's namespaces
-LOCK = "checked"
+LOCK = "checked-%d"  # one lock per round
+ROUNDS = 3  # rounds of steps 2-6 (see main's --rounds)
 CHECK_DEADLINE = "2s"  # each check's --rpc-timeout
 WATCH_S = 8.0  # step 5: past the follower's give-up (syncLimit x tickTime = 6 s)
 PARTITION_GIVE_UP_S = run_nemesis.SYNC_LIMIT * run_nemesis.TICK_MS / 1000.0
@@ -76,10 +82,10 @@ class Contender:
     """One `turnstile --output json acquire` process in the client
     namespace; its JSON lines, read by a thread."""
 
-    def __init__(self, lab, cli, addr, owner):
+    def __init__(self, lab, cli, addr, owner, lock):
         self.owner = owner
         self.p = lab.popen("cl", [cli, "--server", addr, "--owner", owner, "--output", "json",
-                                  "acquire", LOCK, "--wait", "60s", "--hold", "120s"],
+                                  "acquire", lock, "--wait", "60s", "--hold", "120s"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.events = []
         self.cond = threading.Condition()
@@ -113,14 +119,15 @@ class Checks:
     """`turnstile check` processes (from the client namespace, which the
     main thread is in); every answer recorded."""
 
-    def __init__(self, cli, cluster):
+    def __init__(self, cli, cluster, lock):
         self.cli = cli
         self.c = cluster
+        self.lock = lock
         self.answers = []  # (t, replica, token, stale, verdict or "ERROR: ...")
 
     def start(self, replica, token, stale=False):
         argv = [self.cli, "--server", self.c.replica_addr(replica), "--rpc-timeout",
-                CHECK_DEADLINE, "--output", "json", "check", LOCK, str(token)]
+                CHECK_DEADLINE, "--output", "json", "check", self.lock, str(token)]
         if stale:
             argv.append("--stale")
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -166,17 +173,27 @@ def run(args, lab, work):
     for r in REPLICAS:
         c.start_replica(r)
     c.wait_serving(REPLICAS, 60)
+    for i in range(1, args.rounds + 1):
+        one_round(args, lab, c, i)
+
+
+def one_round(args, lab, c, i):
+    """Steps 2-6 on lock checked-<i>."""
+    c.wait_serving(REPLICAS, 60)
+    c.wait_quorum(60)
+    lock = LOCK % i
     leader = c.leader()
     followers = [z for z in ZK if z != leader]
-    zk_f = followers[0]
-    r_f, r_l, r_o = (REPLICAS[ZK.index(z)] for z in (zk_f, leader, followers[1]))
-    log("leader %s; partitioned follower will be %s (replica %s); holder via %s, waiter via %s"
-        % (leader, zk_f, r_f, r_l, r_o))
+    zk_f = followers[(i - 1) % 2]
+    r_f, r_l, r_o = (REPLICAS[ZK.index(z)] for z in (zk_f, leader,
+                                                      [f for f in followers if f != zk_f][0]))
+    log("round %d: leader %s; partitioned follower will be %s (replica %s); holder via %s, "
+        "waiter via %s" % (i, leader, zk_f, r_f, r_l, r_o))
 
-    checks = Checks(args.cli, c)
-    holder = Contender(lab, args.cli, c.replica_addr(r_l), "holder")
+    checks = Checks(args.cli, c, lock)
+    holder = Contender(lab, args.cli, c.replica_addr(r_l), "holder", lock)
     t_old = int(holder.wait_event("acquired", 30)["fencing_token"])
-    waiter = Contender(lab, args.cli, c.replica_addr(r_o), "waiter")
+    waiter = Contender(lab, args.cli, c.replica_addr(r_o), "waiter", lock)
     waiter.wait_event("queued", 30)
     # A plain ZooKeeper session on zkF, opened now: after the cut it reads
     # zkF's own state.
@@ -191,8 +208,8 @@ def run(args, lab, work):
         raise Failed("the holder's token is not CURRENT everywhere: %s" % before)
 
     t_cut = time.monotonic()
-    lab.isolate(zk_f, followers[1:] + [leader])
-    log("%s cut off from %s and %s" % (zk_f, leader, followers[1]))
+    lab.isolate(zk_f, [z for z in ZK if z != zk_f])
+    log("%s cut off from the other two members" % zk_f)
     os.kill(holder.p.pid, signal.SIGKILL)
     granted = waiter.wait_event("acquired", 30)
     t_grant = time.monotonic()
@@ -204,7 +221,7 @@ def run(args, lab, work):
     # The control, beside the checks (zkF may take a while to answer): zkF
     # still has the killed holder's node, where a check that skipped the
     # sync through rF would find it.
-    lock_path = "/turnstile/" + LOCK
+    lock_path = "/turnstile/" + lock
     stale_tokens = []
 
     def read_follower():
@@ -221,16 +238,14 @@ def run(args, lab, work):
     # Step 5: every check from here on was sent after the announcement.
     # Each kind of check runs back to back, on its own: a slow one (rF's
     # sync, until its deadline) does not hold up the others.
-    # First, before anything else reaches rF's session, rF's stale view
-    # (allowed to be CURRENT: it is the follower's state) and then rF's
-    # linearizable check: a check that skipped the sync would read the
-    # same state and say CURRENT here (unless a heartbeat sync of the
-    # replica's, every 400 ms, was already queued on that session).
-    first_stale = checks.finish(checks.start(r_f, t_old, True))
-    log("%s's stale view right after the grant: %s" % (r_f, first_stale))
-    kinds = [(r_f, t_old, False), (r_f, t_old, True)]
+    # rF's linearizable check first, before anything else reaches rF's
+    # session: a check that skipped the sync would read zkF's state and
+    # say CURRENT here (unless a heartbeat sync of the replica's, every
+    # 400 ms, happens to be queued on that session already). rF's stale
+    # view last (reported only).
+    kinds = [(r_f, t_old, False)]
     kinds += [(r, t_old, False) for r in REPLICAS if r != r_f]
-    kinds += [(r_l, t_new, False), (r_o, t_new, False)]
+    kinds += [(r_l, t_new, False), (r_o, t_new, False), (r_f, t_old, True)]
     running = {k: checks.start(*k) for k in kinds}
     while running:
         for k, started in list(running.items()):
@@ -286,9 +301,9 @@ def run(args, lab, work):
             raise Failed("%s (it reaches a quorum) never answered SUPERSEDED for T_old" % r)
         if table.get("%s T_new" % r, {}).get("CURRENT", 0) == 0:
             raise Failed("%s never answered CURRENT for T_new" % r)
-    log("PASS: never CURRENT for T_old after the grant (%d linearizable checks); SUPERSEDED "
+    log("round %d passed: never CURRENT for T_old after the grant (%d linearizable checks); SUPERSEDED "
         "from %s and %s during the partition, from all three after it; %s's stale view said "
-        "CURRENT %d times" % (sum(1 for a in after if a[2] == t_old and not a[3]), r_l, r_o,
+        "CURRENT %d times" % (i, sum(1 for a in after if a[2] == t_old and not a[3]), r_l, r_o,
                               r_f, table.get("%s T_old stale" % r_f, {}).get("CURRENT", 0)))
     for p in (holder.p, waiter.p):
         netlab.Lab.stop(p, timeout=5)
@@ -300,6 +315,10 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--budget", type=float, default=240,
                     help="seconds after which the run prints every thread's stack and fails")
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help="rounds (a lock each; the partitioned follower alternates); a check "
+                         "that skipped the sync is caught in most single rounds (its read may "
+                         "queue behind a heartbeat sync of the replica), so several")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     args = ap.parse_args()
@@ -324,6 +343,7 @@ def main():
         netlab.setns(lab.ns("cl"))  # the checks and probes go from the client namespace
         run(args, lab, work)
         ok = True
+        log("PASS: %d rounds" % args.rounds)
     except Failed as e:
         log("FAIL: %s" % e)
     finally:

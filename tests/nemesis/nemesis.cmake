@@ -56,7 +56,7 @@ set_tests_properties(short_outage PROPERTIES TIMEOUT 400 LABELS nemesis)
 # (tests/nemesis/check_token.py): a holder is killed and another granted;
 # from the grant on, no replica answers CURRENT for the old token, and
 # every replica that reaches a quorum answers SUPERSEDED. The nemesis
-# suite's ensemble and replicas; runs as root; about 15 s.
+# suite's ensemble and replicas, three rounds; runs as root; about 35 s.
 add_test(NAME nemesis_check_token
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_token.py
                  --turnstiled $<TARGET_FILE:turnstiled>
