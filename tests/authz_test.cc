@@ -1261,17 +1261,34 @@ TEST_F(AuthzTest, CertificatesReloadThroughASecretSymlinkSwapAndOnSighup) {
   point_data_at("..2026_11_02");
   ASSERT_TRUE(WaitFor([&] { return describe_ok(trusts_ca2); }, milliseconds(20000)))
       << "the symlink swap was not picked up";
-  // Its log line gives the new certificate's expiry as a date in UTC.
-  std::string until = OpensslSays(s2.cert, "enddate");  // "2026-11-28 20:52:36Z"
-  ASSERT_EQ(until.size(), 20u) << until;
-  until[10] = 'T';
-  std::optional<std::string> reloaded;
-  while ((reloaded = p->AwaitLine("turnstiled: TLS certificate", milliseconds(10000)))) {
-    if (reloaded->find("reloaded") != std::string::npos) break;
+  // The reload lines give expiry dates in UTC: the new certificate's, and
+  // that of the CA of the new bundle that expires first (the old one).
+  auto utc = [](const std::string& file) {
+    std::string until = OpensslSays(file, "enddate");  // "2026-11-28 20:52:36Z"
+    EXPECT_EQ(until.size(), 20u) << until;
+    if (until.size() == 20) until[10] = 'T';
+    return until;
+  };
+  std::optional<std::string> cert_line, ca_line;
+  for (int i = 0; i < 20 && (!cert_line || !ca_line); ++i) {
+    auto line = p->AwaitLine("turnstiled: ", milliseconds(10000));
+    if (!line) break;
+    if (absl::StartsWith(*line, "turnstiled: TLS certificate") &&
+        absl::StrContains(*line, "reloaded")) {
+      cert_line = line;
+    }
+    if (absl::StartsWith(*line, "turnstiled: client CA") && absl::StrContains(*line, "loaded")) {
+      ca_line = line;
+    }
   }
-  ASSERT_TRUE(reloaded) << "no reload line";
-  EXPECT_EQ(*reloaded, absl::StrCat("turnstiled: TLS certificate ", secret,
-                                    "/tls.crt reloaded (valid until ", until, ")"));
+  ASSERT_TRUE(cert_line) << "no reload line of the certificate";
+  EXPECT_EQ(*cert_line, absl::StrCat("turnstiled: TLS certificate ", secret,
+                                     "/tls.crt reloaded (valid until ", utc(s2.cert), ")"));
+  ASSERT_TRUE(ca_line) << "no reload line of the client CA";
+  EXPECT_EQ(*ca_line, absl::StrCat("turnstiled: client CA ", secret,
+                                   "/ca.crt loaded (2 certificates; the first to expire: \"",
+                                   OpensslSays(pki_.ca_file(), "subject"), "\", valid until ",
+                                   utc(pki_.ca_file()), ")"));
   EXPECT_FALSE(describe_ok({pki_.ca_file(), admin.cert, admin.key}))
       << "new connections still get the old certificate";
 

@@ -511,7 +511,21 @@ bool ClientCertVerifier::ReloadCa(bool force) {
     trust_ = *trust;
     cache_.clear();  // every identity is verified again under the new CAs
   }
-  std::fprintf(stderr, "turnstiled: client CA %s loaded\n", ca_file_->path().c_str());
+  // Which CA of the bundle expires first, and when (UTC): the next
+  // rotation is due before it.
+  std::vector<X509Ptr> cas = ReadCerts(ca_pem_);
+  std::string first;
+  int64_t first_at = 0;
+  for (auto& ca : cas) {
+    const CertNames n = NamesOf(ca.get());
+    if (first.empty() || (n.not_after != 0 && n.not_after < first_at)) {
+      first = n.subject;
+      first_at = n.not_after;
+    }
+  }
+  std::fprintf(stderr, "turnstiled: client CA %s loaded (%zu certificates; the first to expire: "
+               "\"%s\", valid until %s)\n", ca_file_->path().c_str(), cas.size(), first.c_str(),
+               UtcTime(first_at).c_str());
   return true;
 }
 
