@@ -33,7 +33,7 @@ void RegisterGlobals(FlagSet* f, Globals* g) {
   f->String("output", &g->output, "text or json (one JSON object per line)");
   f->String("owner", &g->owner, "owner recorded on the lock (empty: user@host/pid)");
   f->Duration("rpc-timeout", &g->timeout,
-              "deadline for describe, list, release, revoke and health");
+              "deadline for describe, check, list, release, revoke and health");
 }
 
 void PrintLine(const std::string& s) {
