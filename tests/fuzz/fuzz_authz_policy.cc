@@ -1,7 +1,8 @@
 // The authorization policy file (--authz-file; from a ConfigMap an operator
 // edits) and the decision on it. Invariants: a parsed policy decides every
 // call without crashing; an identity matched by a deny rule of the most
-// specific kind is never allowed.
+// specific kind is never allowed; a quota found for an identity has limits
+// the parser allows.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,6 +21,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)(*p)->Check("spiffe://example.org/ns/a/sa/b", action, "payments/x");
     (void)(*p)->Check(in, action, in);
     (void)(*p)->MayAllowUnder(in, action, "");
+  }
+  // Its quotas: the input's own identity and a fixed one find theirs, and
+  // a quota found has sane limits (a burst of at least one when rated).
+  for (const std::string& who : {in, std::string("10.0.0.7")}) {
+    const turnstile::QuotaLimits* q = (*p)->quotas().For(who);
+    if (q != nullptr && q->opens_per_second > 0 && q->open_burst < 1) __builtin_trap();
+    if (q != nullptr && q->max_streams > 0 && q->max_contenders > q->max_streams) __builtin_trap();
   }
   return 0;
 }
