@@ -98,6 +98,11 @@ void ReplicaConfig::Register(FlagSet* f) {
   f->Duration("drain-timeout", &drain_timeout,
               "on SIGTERM, how long holders may keep their locks before LOST(shutdown)");
   f->Int("max-streams", &max_streams, "open Acquire + KeepAlive streams allowed on this replica");
+  f->Int("max-streams-per-connection", &max_streams_per_connection,
+         "streams one client connection may have open at once (0 = no cap); bounds how many "
+         "stream starts one connection can queue ahead of other clients' messages, so a "
+         "flooding client delays others less; a client with more holds than this over one "
+         "channel waits on its side");
   f->Int("max-contenders-per-lock", &max_contenders_per_lock,
          "holders + waiters allowed on one lock (cluster-wide)");
   f->Int("max-semaphore-holders", &max_semaphore_holders,
@@ -153,6 +158,9 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
       c.zk_root.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat(
         "--zk-root must be an absolute path other than \"/\", got \"", c.zk_root, "\""));
+  }
+  if (c.max_streams_per_connection < 0 || c.max_streams_per_connection > INT32_MAX) {
+    return absl::InvalidArgumentError("--max-streams-per-connection must be 0 (no cap) or more");
   }
   if (c.max_streams < 1 || c.max_contenders_per_lock < 1 || c.max_watch_bytes < 1) {
     return absl::InvalidArgumentError(
@@ -272,6 +280,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   // --listen would bind too and silently take a share of the connections.
   // Without it, the second one fails to start with "address in use".
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (c.max_streams_per_connection > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               static_cast<int>(c.max_streams_per_connection));
+  }
   builder.AddListeningPort(c.listen, creds, &r->port_);
   r->service_->Register(&builder);
   r->health_->Register(&builder);

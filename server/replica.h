@@ -43,6 +43,9 @@ struct ReplicaConfig {
   std::string replica_id;  // default: <hostname>-<pid>
   Millis drain_timeout{10000};
   int64_t max_streams = 10000;
+  // Streams one client connection may have open at once (HTTP/2's
+  // SETTINGS_MAX_CONCURRENT_STREAMS); 0: gRPC's default (no cap).
+  int64_t max_streams_per_connection = 0;
   int64_t max_contenders_per_lock = 1000;
   // The largest N of a semaphore (AcquireOpen.max_holders); its first
   // waiter watches N nodes.

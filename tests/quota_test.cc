@@ -212,6 +212,7 @@ class QuotaReplicaTest : public ::testing::Test {
     cfg.tls_client_ca_file = pki_.ca_file();
     cfg.authz_file = policy_file_;
     cfg.metrics_listen = "127.0.0.1:0";
+    cfg.max_streams_per_connection = max_streams_per_connection_;
     replica_ = StartReplica(cfg);
     ASSERT_TRUE(replica_);
     address_ = absl::StrCat("127.0.0.1:", replica_->port());
@@ -251,6 +252,7 @@ class QuotaReplicaTest : public ::testing::Test {
   TestPki pki_;
   TestPki::Files server_;
   int clients_ = 0;
+  int64_t max_streams_per_connection_ = 0;
   std::string connect_, policy_file_, root_, address_;
   std::unique_ptr<Replica> replica_;
 };
@@ -261,6 +263,7 @@ struct Handoffs {
   std::vector<double> us;
   int exhausted = 0;  // RESOURCE_EXHAUSTED seen by these clients
   int failures = 0;   // any other unexpected end
+  std::string first_failure;
 };
 
 // CPU seconds (user + system) of this process's thread named `name`.
@@ -313,6 +316,10 @@ Handoffs RunSteady(const std::vector<v1::LockService::Stub*>& stubs, const std::
           } else {
             ++out.failures;
           }
+          if (out.first_failure.empty()) {
+            out.first_failure = !end ? "no end within 5 s"
+                                     : absl::StrCat(end->error_code(), ": ", end->error_message());
+          }
           if (out.failures + out.exhausted > 20) return;
           continue;
         }
@@ -343,6 +350,12 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   WritePolicy(absl::StrCat(R"({"rules": [{"identities": ["*"], "locks": [""], "admin": true}],)"
                            R"( "quotas": [{"name": "runaway-batch", "identities": [")", kFlooder,
                            R"("], "max_streams": 100, "opens_per_second": 200}]})"));
+  // The replica's fairness knob: a connection may have 128 streams open
+  // at once (A's quota and some), so A's flood reaches the replica's
+  // queue in batches of at most 28 refused opens instead of hundreds
+  // (without it, B's p99 rose 3-6x in this test; with it, about 1x).
+  max_streams_per_connection_ = 128;
+  if (const char* cap = std::getenv("QUOTA_TEST_CONN_CAP")) max_streams_per_connection_ = std::atoi(cap);
   StartMtlsReplica();
   std::vector<std::unique_ptr<v1::LockService::Stub>> steady;
   std::vector<v1::LockService::Stub*> steady_ptrs;
@@ -355,8 +368,8 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
 
   // B alone.
   Handoffs alone = RunSteady(steady_ptrs, lock, 300, [] { return false; });
-  ASSERT_EQ(alone.failures, 0);
-  ASSERT_EQ(alone.exhausted, 0);
+  ASSERT_EQ(alone.failures, 0) << alone.first_failure;
+  ASSERT_EQ(alone.exhausted, 0) << alone.first_failure;
 
   // B again, while A floods from a process of its own at the lowest CPU
   // priority (A runs elsewhere in production; here it shares two cores
@@ -446,8 +459,8 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   EXPECT_TRUE(absl::StrContains(a_refusal, absl::StrCat("quota \"runaway-batch\" allows identity \"",
                                                         kFlooder, "\" at most 100 open streams")))
       << a_refusal;
-  EXPECT_EQ(during.exhausted, 0) << "B was refused";
-  EXPECT_EQ(during.failures, 0);
+  EXPECT_EQ(during.exhausted, 0) << "B was refused: " << during.first_failure;
+  EXPECT_EQ(during.failures, 0) << during.first_failure;
   EXPECT_GE(during.us.size(), 100u);
 
   // Both limits refused some of A's opens, and the metric counts them by
