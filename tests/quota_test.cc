@@ -264,6 +264,7 @@ struct Handoffs {
   int exhausted = 0;  // RESOURCE_EXHAUSTED seen by these clients
   int failures = 0;   // any other unexpected end
   std::string first_failure;
+  int unavailable = 0;  // retried
 };
 
 // CPU seconds (user + system) of this process's thread named `name`.
@@ -296,8 +297,12 @@ double P99(std::vector<double> v) {
   return v[std::min(v.size() - 1, static_cast<size_t>(v.size() * 0.99))];
 }
 
+// A stream that ends UNAVAILABLE (the replica's ZooKeeper session in
+// doubt for a moment: the documented "retry" answer) is counted apart and
+// tried again once `serving` says the replica serves again.
 Handoffs RunSteady(const std::vector<v1::LockService::Stub*>& stubs, const std::string& lock,
-                   int min_cycles, const std::function<bool()>& more) {
+                   int min_cycles, const std::function<bool()>& more,
+                   const std::function<bool()>& serving) {
   std::mutex mu;
   Handoffs out;
   std::atomic<int64_t> released_at_ns{0};  // the last holder's release, steady clock
@@ -310,6 +315,14 @@ Handoffs RunSteady(const std::vector<v1::LockService::Stub*>& stubs, const std::
         auto got = s.Await(AcquireEvent::ACQUIRED, milliseconds(30000));
         if (!got) {
           auto end = s.AwaitEnd(milliseconds(5000));
+          if (end && end->error_code() == grpc::StatusCode::UNAVAILABLE) {
+            {
+              std::lock_guard<std::mutex> l(mu);
+              if (++out.unavailable > 1000) return;
+            }
+            WaitFor(serving, milliseconds(20000));
+            continue;
+          }
           std::lock_guard<std::mutex> l(mu);
           if (end && end->error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
             ++out.exhausted;
@@ -367,7 +380,8 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   const std::string lock = "quota-steady/one-lock";
 
   // B alone.
-  Handoffs alone = RunSteady(steady_ptrs, lock, 300, [] { return false; });
+  auto serving = [this] { return replica_->engine().serving(); };
+  Handoffs alone = RunSteady(steady_ptrs, lock, 300, [] { return false; }, serving);
   ASSERT_EQ(alone.failures, 0) << alone.first_failure;
   ASSERT_EQ(alone.exhausted, 0) << alone.first_failure;
 
@@ -409,7 +423,8 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
     report = child->AwaitLine("flood ", milliseconds(240000));
     flood_done = true;
   });
-  Handoffs during = RunSteady(steady_ptrs, lock, 300, [&] { return !flood_done.load(); });
+  Handoffs during =
+      RunSteady(steady_ptrs, lock, 300, [&] { return !flood_done.load(); }, serving);
   reader.join();
   const double flood_s =
       std::chrono::duration<double>(steady_clock::now() - flood_start).count();
@@ -444,9 +459,10 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
               "per flood open, B's cycles included)\n",
               cq_s, flood_s, 100.0 * cq_s / flood_s, 1e6 * cq_s / std::max(opened, 1));
   std::printf("B's handoff p99: alone %.0f us (%zu handoffs), during the flood %.0f us (%zu); "
-              "ratio %.2f\n",
+              "ratio %.2f; UNAVAILABLE retried %d / %d\n",
               P99(alone.us), alone.us.size(), P99(during.us), during.us.size(),
-              P99(alone.us) > 0 ? P99(during.us) / P99(alone.us) : 0.0);
+              P99(alone.us) > 0 ? P99(during.us) / P99(alone.us) : 0.0, alone.unavailable,
+              during.unavailable);
   ::testing::Test::RecordProperty("b_p99_alone_us", static_cast<int>(P99(alone.us)));
   ::testing::Test::RecordProperty("b_p99_flood_us", static_cast<int>(P99(during.us)));
 
