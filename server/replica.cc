@@ -26,6 +26,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/ascii.h"
+#include "client/common/duration_text.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/rpc/async_rpc.h"
@@ -103,6 +104,11 @@ void ReplicaConfig::Register(FlagSet* f) {
          "stream starts one connection can queue ahead of other clients' messages, so a "
          "flooding client delays others less; a client with more holds than this over one "
          "channel waits on its side");
+  f->Duration("quota-refusal-delay", &quota_refusal_delay,
+              "a stream refused by a quota is answered this long after its open (0 = at "
+              "once); it keeps its connection's stream slot meanwhile, so with "
+              "--max-streams-per-connection a client retrying without backoff opens at most "
+              "(its free streams) per delay; at most 1024 refusals wait at once");
   f->Int("max-contenders-per-lock", &max_contenders_per_lock,
          "holders + waiters allowed on one lock (cluster-wide)");
   f->Int("max-semaphore-holders", &max_semaphore_holders,
@@ -162,6 +168,11 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   if (c.max_streams_per_connection < 0 || c.max_streams_per_connection > INT32_MAX) {
     return absl::InvalidArgumentError("--max-streams-per-connection must be 0 (no cap) or more");
   }
+  if (c.quota_refusal_delay < Millis(0) || c.quota_refusal_delay > Millis(10000)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quota-refusal-delay is ", FormatDuration(c.quota_refusal_delay),
+        "; it must be 0..10s"));
+  }
   if (c.max_streams < 1 || c.max_contenders_per_lock < 1 || c.max_watch_bytes < 1) {
     return absl::InvalidArgumentError(
         "--max-streams, --max-contenders-per-lock and --max-watch-bytes must be >= 1");
@@ -220,6 +231,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
   r->service_->SetObservers(r->observers_.get());
+  r->service_->SetQuotaRefusalDelay(c.quota_refusal_delay);
   if (!c.tls_client_ca_file.empty()) {
     auto ca = ReadFile(c.tls_client_ca_file, "TLS client CA");
     if (!ca.ok()) return ca.status();

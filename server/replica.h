@@ -46,6 +46,9 @@ struct ReplicaConfig {
   // Streams one client connection may have open at once (HTTP/2's
   // SETTINGS_MAX_CONCURRENT_STREAMS); 0: gRPC's default (no cap).
   int64_t max_streams_per_connection = 0;
+  // A stream refused by a quota is answered this long after its open
+  // (LockServiceImpl::SetQuotaRefusalDelay); 0: at once.
+  Millis quota_refusal_delay{50};
   int64_t max_contenders_per_lock = 1000;
   // The largest N of a semaphore (AcquireOpen.max_holders); its first
   // waiter watches N nodes.

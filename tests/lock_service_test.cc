@@ -620,15 +620,6 @@ TEST_F(LockServiceTest, TurnstiledRunsNoCallbackApiThreads) {
 // not one per heartbeat: the older ones are dropped (and counted), and
 // when the client reads again it gets a handful of refreshes, not all of
 // them; the hold is intact and releases normally.
-// VmRSS of this process in kB (-1 if unreadable).
-long ResidentKb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
 
 TEST(StalledReader, KeepsOnePendingStillHeldAndReleasesAfterResuming) {
   int seconds = 60;

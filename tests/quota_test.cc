@@ -23,12 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/common/lock_name.h"
 #include "client/lib/tls.h"
 #include "server/replica.h"
 #include "server/rpc/authz.h"
+#include "server/rpc/lock_service.h"
 #include "server/rpc/quota.h"
 #include "tests/test_pki.h"
 #include "tests/test_support.h"
@@ -213,6 +215,11 @@ class QuotaReplicaTest : public ::testing::Test {
     cfg.authz_file = policy_file_;
     cfg.metrics_listen = "127.0.0.1:0";
     cfg.max_streams_per_connection = max_streams_per_connection_;
+    if (refusal_delay_) cfg.quota_refusal_delay = *refusal_delay_;
+    if (const char* d = std::getenv("QUOTA_TEST_REFUSAL_DELAY_MS")) {
+      cfg.quota_refusal_delay = milliseconds(std::atoi(d));
+    }
+    refusal_delay_ = cfg.quota_refusal_delay;
     replica_ = StartReplica(cfg);
     ASSERT_TRUE(replica_);
     address_ = absl::StrCat("127.0.0.1:", replica_->port());
@@ -238,6 +245,15 @@ class QuotaReplicaTest : public ::testing::Test {
   }
 
   // Contender nodes in ZooKeeper on locks whose names start with `prefix`.
+  // Locks in ZooKeeper whose names start with `prefix` (one read).
+  size_t LocksUnder(SyncZk& zk, const std::string& prefix) {
+    auto locks = zk.Children(root_);
+    if (!locks.ok()) return 0;
+    const std::string encoded = EncodeLockName(prefix);
+    return static_cast<size_t>(std::count_if(locks->begin(), locks->end(), [&](const std::string& l) {
+      return absl::StartsWith(l, encoded);
+    }));
+  }
   size_t NodesUnder(SyncZk& zk, const std::string& prefix) {
     auto locks = zk.Children(root_);
     if (!locks.ok()) return 0;
@@ -253,6 +269,7 @@ class QuotaReplicaTest : public ::testing::Test {
   TestPki::Files server_;
   int clients_ = 0;
   int64_t max_streams_per_connection_ = 0;
+  std::optional<milliseconds> refusal_delay_;  // unset: the replica's default (then: what it got)
   std::string connect_, policy_file_, root_, address_;
   std::unique_ptr<Replica> replica_;
 };
@@ -363,10 +380,12 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   WritePolicy(absl::StrCat(R"({"rules": [{"identities": ["*"], "locks": [""], "admin": true}],)"
                            R"( "quotas": [{"name": "runaway-batch", "identities": [")", kFlooder,
                            R"("], "max_streams": 100, "opens_per_second": 200}]})"));
-  // The replica's fairness knob: a connection may have 128 streams open
+  // The replica's fairness knobs: a connection may have 128 streams open
   // at once (A's quota and some), so A's flood reaches the replica's
-  // queue in batches of at most 28 refused opens instead of hundreds
-  // (without it, B's p99 rose 3-6x in this test; with it, about 1x).
+  // queue in batches of at most 28 refused opens instead of hundreds; and
+  // each refusal is answered after the default --quota-refusal-delay,
+  // holding its stream slot, so A opens at most 28 per delay. (Without
+  // either, B's p99 rose 3-6x in this test; with the cap alone, 1-1.7x.)
   max_streams_per_connection_ = 128;
   if (const char* cap = std::getenv("QUOTA_TEST_CONN_CAP")) max_streams_per_connection_ = std::atoi(cap);
   StartMtlsReplica();
@@ -379,9 +398,51 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   const TestPki::Files flooder = IssueClient(kFlooder);
   const std::string lock = "quota-steady/one-lock";
 
-  // B alone.
+  // A's locks in ZooKeeper, listed every 25 ms (one read; a refused open
+  // that reached ZooKeeper would add a lock, each of A's opens names its
+  // own), and their contender nodes every second, until told to stop:
+  // from before B's first phase, so that both of B's phases share this
+  // load on ZooKeeper and the two cores (listing every lock's nodes every
+  // 25 ms made 4,000 reads a second).
+  SyncZk zk(connect_);
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool flooding = true;
+  std::atomic<size_t> most_nodes{0}, most_locks{0};
+  auto note_most = [](std::atomic<size_t>& most, size_t n) {
+    size_t m = most.load();
+    while (n > m && !most.compare_exchange_weak(m, n)) {
+    }
+  };
+  std::thread watcher([&] {
+    std::unique_lock<std::mutex> l(stop_mu);
+    for (int sample = 0; flooding; ++sample) {
+      l.unlock();
+      note_most(most_locks, LocksUnder(zk, "quota-flood/"));
+      if (sample % 40 == 0) note_most(most_nodes, NodesUnder(zk, "quota-flood/"));
+      l.lock();
+      stop_cv.wait_for(l, milliseconds(25), [&] { return !flooding; });
+    }
+  });
+  auto stop_watcher = absl::MakeCleanup([&] {
+    {
+      std::lock_guard<std::mutex> l(stop_mu);
+      flooding = false;
+    }
+    stop_cv.notify_all();
+    watcher.join();
+  });
+  // B alone: first 100 cycles unmeasured (the 16 connections' handshakes,
+  // the first streams), then 2,000 handoffs, so that its p99 is not one
+  // of three slowest samples.
   auto serving = [this] { return replica_->engine().serving(); };
-  Handoffs alone = RunSteady(steady_ptrs, lock, 300, [] { return false; }, serving);
+  Handoffs warm = RunSteady(steady_ptrs, lock, 100, [] { return false; }, serving);
+  ASSERT_EQ(warm.failures, 0) << warm.first_failure;
+  const double cq_alone_before = ThreadCpuSeconds("ts-grpc-cq");
+  const auto alone_start = steady_clock::now();
+  Handoffs alone = RunSteady(steady_ptrs, lock, 2000, [] { return false; }, serving);
+  const double alone_s = std::chrono::duration<double>(steady_clock::now() - alone_start).count();
+  const double cq_alone_s = ThreadCpuSeconds("ts-grpc-cq") - cq_alone_before;
   ASSERT_EQ(alone.failures, 0) << alone.first_failure;
   ASSERT_EQ(alone.exhausted, 0) << alone.first_failure;
 
@@ -389,26 +450,6 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   // priority (A runs elsewhere in production; here it shares two cores
   // with the replica and B, and its own client work must not be what B
   // measures).
-  SyncZk zk(connect_);
-  // A's nodes in ZooKeeper, sampled every 25 ms until told to stop (a
-  // tighter loop of listings would load ZooKeeper and the two cores B
-  // is measured on).
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  bool flooding = true;
-  std::atomic<size_t> most_nodes{0};
-  std::thread watcher([&] {
-    std::unique_lock<std::mutex> l(stop_mu);
-    while (flooding) {
-      l.unlock();
-      size_t n = NodesUnder(zk, "quota-flood/");
-      size_t m = most_nodes.load();
-      while (n > m && !most_nodes.compare_exchange_weak(m, n)) {
-      }
-      l.lock();
-      stop_cv.wait_for(l, milliseconds(25), [&] { return !flooding; });
-    }
-  });
   const auto flood_start = steady_clock::now();
   const double cq_before = ThreadCpuSeconds("ts-grpc-cq");
   auto child = ChildProcess::Spawn(
@@ -445,19 +486,22 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   const int other = std::atoi(field("other").c_str());
   const std::string a_refusal = field("refusal");
   const size_t nodes_now = NodesUnder(zk, "quota-flood/");
-  {
-    std::lock_guard<std::mutex> l(stop_mu);
-    flooding = false;
-  }
-  stop_cv.notify_all();
-  watcher.join();
+  std::move(stop_watcher).Invoke();
   std::printf("flood: %d streams opened in %s s (B measured for %.2f s): %d held, %d refused, "
-              "%d other; most of A's nodes in ZooKeeper %zu\n",
+              "%d other; most of A's locks in ZooKeeper %zu, of its nodes %zu\n",
               opened, field("seconds").c_str(), flood_s, acquired, exhausted, other,
-              most_nodes.load());
-  std::printf("the replica's gRPC queue thread: %.2f CPU s in those %.2f s (%.0f%% busy; %.0f us "
-              "per flood open, B's cycles included)\n",
-              cq_s, flood_s, 100.0 * cq_s / flood_s, 1e6 * cq_s / std::max(opened, 1));
+              most_locks.load(), most_nodes.load());
+  // B's own share of the queue thread, from its phase alone: B's cycles
+  // per second times the thread's CPU per B cycle then.
+  const double b_share = alone.us.empty() || during.us.empty()
+                             ? 0
+                             : cq_alone_s / static_cast<double>(alone.us.size()) *
+                                   static_cast<double>(during.us.size());
+  std::printf("the replica's gRPC queue thread: %.0f%% busy with B alone (%.2f CPU s in %.2f s); "
+              "%.0f%% during the flood (%.2f CPU s in %.2f s), of which B's cycles about "
+              "%.2f s: about %.0f us per flood open\n",
+              100.0 * cq_alone_s / alone_s, cq_alone_s, alone_s, 100.0 * cq_s / flood_s, cq_s,
+              flood_s, b_share, 1e6 * std::max(cq_s - b_share, 0.0) / std::max(opened, 1));
   std::printf("B's handoff p99: alone %.0f us (%zu handoffs), during the flood %.0f us (%zu); "
               "ratio %.2f; UNAVAILABLE retried %d / %d\n",
               P99(alone.us), alone.us.size(), P99(during.us), during.us.size(),
@@ -466,11 +510,22 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   ::testing::Test::RecordProperty("b_p99_alone_us", static_cast<int>(P99(alone.us)));
   ::testing::Test::RecordProperty("b_p99_flood_us", static_cast<int>(P99(during.us)));
 
+  // The refusal delay held A to its connection's free streams per delay:
+  // with 100 of its 128 streams held, 9,900 refusals of at least the
+  // delay each, 28 at a time, cannot take less than 9,900 / 28 delays.
+  const double a_seconds = std::atof(field("seconds").c_str());
+  if (max_streams_per_connection_ > 100 && refusal_delay_->count() > 0) {
+    const double floor_s = 9900.0 / static_cast<double>(max_streams_per_connection_ - 100) *
+                           static_cast<double>(refusal_delay_->count()) / 1000.0;
+    std::printf("A's flood: %.2f s; the refusal delay's floor %.2f s\n", a_seconds, floor_s);
+    EXPECT_GE(a_seconds, 0.9 * floor_s) << "A's refusals did not wait the delay";
+  }
   EXPECT_EQ(opened, 10000);
   EXPECT_EQ(acquired, 100) << "A holds exactly its quota of streams";
   EXPECT_EQ(exhausted, 9900);
   EXPECT_EQ(other, 0);
   EXPECT_LE(most_nodes.load(), 100u);
+  EXPECT_LE(most_locks.load(), 100u);
   EXPECT_EQ(nodes_now, 100u);
   EXPECT_TRUE(absl::StrContains(a_refusal, absl::StrCat("quota \"runaway-batch\" allows identity \"",
                                                         kFlooder, "\" at most 100 open streams")))
@@ -489,6 +544,141 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   EXPECT_FALSE(absl::StrContains(metrics->body, kFlooder));
   child->Signal(SIGKILL);
   child->Wait(milliseconds(20000));
+}
+
+// A refusal waits the replica's delay, at most kMaxPausedRefusals wait at
+// once (the next are answered at once), and a client that goes away, or a
+// replica that stops, ends a waiting refusal at once: Acquire, KeepAlive
+// and Observe streams.
+TEST_F(QuotaReplicaTest, ARefusalWaitsTheDelayBoundedAndEndsWhenItsClientGoes) {
+  WritePolicy(absl::StrCat(R"({"rules": [)", kAllowAll, R"(], "quotas": [{"name": "one", )",
+                           R"("identities": [")", kSteady, R"("], "max_streams": 1}]})"));
+  const milliseconds delay(6000);
+  refusal_delay_ = delay;
+  StartMtlsReplica();
+  LockServiceImpl& svc = replica_->service();
+  auto stub = StubAs(kSteady);
+  AcquireStream held(stub.get(), OpenMsg("quota-pause/held", milliseconds(5000)));
+  ASSERT_TRUE(held.Await(AcquireEvent::ACQUIRED));
+
+  // 1,100 refused streams on one connection (no per-connection cap here),
+  // a third of each kind; each reports its end on `cq`.
+  constexpr int kStreams = 1100;
+  const int kPausable = LockServiceImpl::kMaxPausedRefusals;
+  struct Refused {
+    grpc::ClientContext ctx;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::AcquireRequest, v1::AcquireEvent>> acquire;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::KeepAliveRequest, v1::KeepAliveResponse>> ka;
+    std::unique_ptr<grpc::ClientAsyncReader<v1::ObserveEvent>> observe;
+    steady_clock::time_point opened;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<Refused>> streams;
+  v1::ObserveRequest observe_req;
+  observe_req.set_name("quota-pause/held");
+  const long rss_before_kb = ResidentKb();
+  const auto start = steady_clock::now();
+  for (int i = 0; i < kStreams; ++i) {
+    auto r = std::make_unique<Refused>();
+    r->opened = steady_clock::now();
+    void* started = reinterpret_cast<void*>(static_cast<intptr_t>(2 * i + 1));  // odd: started
+    void* ended = reinterpret_cast<void*>(static_cast<intptr_t>(2 * i + 2));    // even: ended
+    if (i % 3 == 0) {
+      r->acquire = stub->AsyncAcquire(&r->ctx, &cq, started);
+      r->acquire->Finish(&r->status, ended);
+    } else if (i % 3 == 1) {
+      r->ka = stub->AsyncKeepAlive(&r->ctx, &cq, started);
+      r->ka->Finish(&r->status, ended);
+    } else {
+      r->observe = stub->AsyncObserve(&r->ctx, observe_req, &cq, started);
+      r->observe->Finish(&r->status, ended);
+    }
+    streams.push_back(std::move(r));
+  }
+  // Takes completions until `want` streams ended or `until`; returns the
+  // ended ones' indexes.
+  std::vector<bool> ended(kStreams, false);
+  auto take_ends = [&](int want, steady_clock::time_point until) {
+    int n = 0;
+    for (bool e : ended) n += e ? 1 : 0;
+    while (n < want) {
+      void* tag = nullptr;
+      bool ok = false;
+      const auto left = std::max(until - steady_clock::now(), steady_clock::duration::zero());
+      if (cq.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + left) !=
+          grpc::CompletionQueue::GOT_EVENT) {
+        break;
+      }
+      const intptr_t t = reinterpret_cast<intptr_t>(tag);
+      if (t % 2 == 0) {
+        ended[static_cast<size_t>(t / 2 - 1)] = true;
+        ++n;
+      }
+    }
+    return n;
+  };
+  // The replica holds 1,024 refusals back and answers the other 76 now.
+  ASSERT_TRUE(WaitFor([&] { return svc.paused_refusals() == kPausable; }, milliseconds(5000)))
+      << svc.paused_refusals() << " refusals wait";
+  const int answered = take_ends(kStreams - kPausable, start + delay - milliseconds(500));
+  ASSERT_LT(steady_clock::now(), start + delay) << "too slow to tell waiting refusals apart";
+  EXPECT_EQ(answered, kStreams - kPausable);
+  for (int i = 0; i < kStreams; ++i) {
+    if (!ended[static_cast<size_t>(i)]) continue;
+    EXPECT_EQ(streams[static_cast<size_t>(i)]->status.error_code(),
+              grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << streams[static_cast<size_t>(i)]->status.error_message();
+  }
+  EXPECT_EQ(svc.paused_refusals(), kPausable);
+  // What 1,024 waiting refusals cost (the clients' side of the calls is in
+  // this process too: an upper bound for the replica's).
+  std::printf("resident memory with %d refusals waiting: +%ld kB (%.1f kB each, both sides)\n",
+              kPausable, ResidentKb() - rss_before_kb,
+              static_cast<double>(ResidentKb() - rss_before_kb) / kPausable);
+
+  // Every waiting stream but one goes away: the replica ends their
+  // refusals at once, long before the delay.
+  int kept = -1;
+  for (int i = 0; i < kStreams; ++i) {
+    if (ended[static_cast<size_t>(i)]) continue;
+    if (kept < 0) {
+      kept = i;
+      continue;
+    }
+    streams[static_cast<size_t>(i)]->ctx.TryCancel();
+  }
+  ASSERT_GE(kept, 0);
+  ASSERT_TRUE(WaitFor([&] { return svc.paused_refusals() == 1; }, milliseconds(4000)))
+      << svc.paused_refusals() << " refusals still wait";
+  EXPECT_LT(steady_clock::now(), start + delay) << "cancelled refusals waited out the delay";
+
+  // The one kept is answered RESOURCE_EXHAUSTED, not before the delay.
+  Refused& last = *streams[static_cast<size_t>(kept)];
+  ASSERT_EQ(take_ends(kStreams, steady_clock::now() + delay + milliseconds(20000)), kStreams);
+  const auto waited = steady_clock::now() - last.opened;
+  EXPECT_EQ(last.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << last.status.error_message();
+  EXPECT_TRUE(absl::StrContains(last.status.error_message(), "quota \"one\""))
+      << last.status.error_message();
+  EXPECT_GE(waited, delay);
+  EXPECT_EQ(svc.paused_refusals(), 0);
+  // The hold was never disturbed.
+  EXPECT_FALSE(held.ended());
+  // A replica that stops with a refusal waiting ends it (Stop gives calls
+  // 2 s, then cancels them) instead of waiting out the delay.
+  AcquireStream late(stub.get(), OpenMsg("quota-pause/late", milliseconds(5000)));
+  ASSERT_TRUE(WaitFor([&] { return svc.paused_refusals() == 1; }, milliseconds(4000)));
+  const auto stop_at = steady_clock::now();
+  replica_.reset();
+  EXPECT_LT(steady_clock::now() - stop_at, delay) << "the stop waited out a refusal's delay";
+  EXPECT_TRUE(late.AwaitEnd(milliseconds(10000)));
+  EXPECT_TRUE(held.AwaitEnd(milliseconds(10000)));
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 // Must show 2: a reload below an identity's use refuses new opens and

@@ -602,6 +602,15 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+long ResidentKb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
 std::string UrlEncode(std::string_view s) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;

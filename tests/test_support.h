@@ -182,6 +182,9 @@ std::string UrlEncode(std::string_view s);
 // The whole file, or "" if it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// VmRSS of this process in kB (-1 if unreadable).
+long ResidentKb();
+
 // Path of a binary built next to the tests (e.g. "acquire_child"), or of
 // turnstiled.
 std::string TestBinary(const std::string& name);

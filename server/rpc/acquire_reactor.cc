@@ -150,7 +150,10 @@ class AcquireReactor final
       if (p.ok()) {
         // A contender of its identity's quota, decided before ZooKeeper
         // is touched.
-        if (absl::Status q = quota_.OpenContender(p->name); !q.ok()) p = q;
+        if (absl::Status q = quota_.OpenContender(p->name); !q.ok()) {
+          FinishRefused(svc_, ToGrpc(q));
+          return;
+        }
       }
       if (p.ok()) p->identity = *identity_;
       absl::StatusOr<uint64_t> id =
@@ -178,6 +181,7 @@ class AcquireReactor final
   // The client went away (or the server is shutting down): the lock is
   // released at once. gRPC still needs Finish to reach OnDone.
   void OnCancel() override {
+    CancelPause();
     if (uint64_t id = id_.load(); id != 0 && !ended_.load()) svc_->engine()->Abandon(id);
     FinishAfterWrites(grpc::Status::CANCELLED);
   }
@@ -237,7 +241,7 @@ class AcquireReactor final
   }
   void Begin() {
     if (absl::Status q = quota_.OpenStream(svc_, context(), identity_, "Acquire"); !q.ok()) {
-      FinishAfterWrites(ToGrpc(q));
+      FinishRefused(svc_, ToGrpc(q));
       return;
     }
     counted_ = svc_->TryOpenStream();

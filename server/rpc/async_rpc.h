@@ -175,10 +175,26 @@ class StreamCallCore {
   virtual void OnDone() { self_.reset(); }
 
   // Before the call is requested; `self` owns this object.
-  void Own(std::shared_ptr<StreamCallCore> self) {
+  void Own(std::shared_ptr<StreamCallCore> self, grpc::ServerCompletionQueue* cq) {
     self_ = std::move(self);
+    cq_ = cq;
     ctx_.AsyncNotifyWhenDone(&done_tag_);
   }
+  // A pause on the queue (an alarm, no thread): OnPauseOver(true) runs on
+  // the queue's thread once `deadline` passed, OnPauseOver(false) soon
+  // after CancelPause. One at a time, on the queue's thread. False when the
+  // call is over (nothing started, OnPauseOver will not run).
+  bool StartPause(gpr_timespec deadline) {
+    if (!ops_.Begin()) return false;
+    if (pause_ == nullptr) pause_ = std::make_unique<grpc::Alarm>();
+    pause_->Set(cq_, deadline, &pause_tag_);
+    return true;
+  }
+  // A pause that already ended is left alone.
+  void CancelPause() {
+    if (pause_ != nullptr) pause_->Cancel();
+  }
+  virtual void OnPauseOver(bool /*fired*/) {}
   void* start_tag() { return &start_tag_; }
   void* finish_tag() { return &finish_tag_; }
   // After an op's tag came back.
@@ -203,6 +219,10 @@ class StreamCallCore {
     OnStart();
   }
   void Finished(bool) { Ended(); }
+  void PauseOver(bool fired) {
+    OnPauseOver(fired);
+    Ended();
+  }
   void Done(bool) {
     if (ctx_.IsCancelled()) OnCancel();
     if (ops_.End(true)) Over();
@@ -213,6 +233,9 @@ class StreamCallCore {
   }
 
   std::shared_ptr<StreamCallCore> self_;
+  grpc::ServerCompletionQueue* cq_ = nullptr;
+  std::unique_ptr<grpc::Alarm> pause_;  // made by the first StartPause (most calls never pause)
+  Tag pause_tag_ = MakeTag<StreamCallCore, &StreamCallCore::PauseOver>(this);
   Tag start_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Started>(this);
   Tag finish_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Finished>(this);
   Tag done_tag_ = MakeTag<StreamCallCore, &StreamCallCore::Done>(this);
@@ -232,7 +255,7 @@ class BidiCall : public StreamCallCore {
   // Waits for the next call of this method. `self` owns this object.
   void Await(std::shared_ptr<BidiCall> self, const Request& request,
              grpc::ServerCompletionQueue* cq) {
-    Own(std::move(self));
+    Own(std::move(self), cq);
     request(&ctx_, &stream_, cq, start_tag());
   }
 
@@ -285,7 +308,7 @@ class ServerStreamCall : public StreamCallCore {
 
   void Await(std::shared_ptr<ServerStreamCall> self, const Request& request,
              grpc::ServerCompletionQueue* cq) {
-    Own(std::move(self));
+    Own(std::move(self), cq);
     request(&ctx_, &req_, &writer_, cq, start_tag());
   }
   void StartWrite(const Resp* msg) {

@@ -95,7 +95,10 @@ class KeepAliveReactor final
     }
   }
 
-  void OnCancel() override { FinishAfterWrites(grpc::Status::CANCELLED); }
+  void OnCancel() override {
+    CancelPause();
+    FinishAfterWrites(grpc::Status::CANCELLED);
+  }
 
   void OnDone() override {
     MarkDone();
@@ -114,7 +117,7 @@ class KeepAliveReactor final
   }
   void Begin() {
     if (absl::Status q = quota_.OpenStream(svc_, context(), identity_, "KeepAlive"); !q.ok()) {
-      FinishAfterWrites(ToGrpc(q));
+      FinishRefused(svc_, ToGrpc(q));
       return;
     }
     counted_ = svc_->TryOpenStream();

@@ -151,6 +151,21 @@ class LockServiceImpl final {
   // The refusal's metric, and its audit line when the tracker says so.
   void NoteQuotaRefusal(const QuotaTracker::Refusal& r, const std::string& who,
                         const char* method, absl::string_view lock) const;
+  // A stream refused by a quota is answered `delay` after its open
+  // (turnstiled --quota-refusal-delay; 0: at once). The refused stream
+  // keeps its slot of the caller's connection meanwhile, so a client that
+  // retries without backoff is held to (its connection's free streams) /
+  // delay opens per second on its own side, and the queue thread stays
+  // free for everyone else. Set before serving.
+  void SetQuotaRefusalDelay(Millis delay) { refusal_delay_ = delay; }
+  // At most this many refusals wait at once on a replica; the next ones
+  // are answered at once (each waiting one is a live call: memory).
+  static constexpr int kMaxPausedRefusals = 1024;
+  // A quota refusal is about to be answered: true and its deadline when it
+  // is to wait (EndRefusalPause once it is answered), false to answer now.
+  bool TakeRefusalPause(gpr_timespec* deadline);
+  void EndRefusalPause() { paused_refusals_.fetch_sub(1); }
+  int paused_refusals() const { return paused_refusals_.load(); }
 
  private:
   ClientCertVerifier* verifier_ = nullptr;
@@ -161,6 +176,8 @@ class LockServiceImpl final {
   std::atomic<size_t> open_streams_{0};
   std::atomic<uint64_t> still_held_dropped_{0};
   QuotaTracker quota_usage_;
+  Millis refusal_delay_{0};
+  std::atomic<int> paused_refusals_{0};
   ServiceObserver* observer_ = nullptr;
   v1::LockService::AsyncService async_;
   grpc::ServerCompletionQueue* cq_ = nullptr;

@@ -89,6 +89,22 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     PumpAndUnlock();
   }
 
+  // A stream refused by a quota: answered after the replica's refusal
+  // delay (LockServiceImpl::SetQuotaRefusalDelay says why), or at once.
+  // On the queue's thread (the reactors refuse in OnStart and OnReadDone);
+  // OnCancel must call CancelPause.
+  void FinishRefused(LockServiceImpl* svc, grpc::Status status) {
+    gpr_timespec deadline;
+    if (svc->TakeRefusalPause(&deadline)) {
+      refusal_ = std::move(status);
+      refusal_svc_ = svc;
+      if (this->StartPause(deadline)) return;
+      svc->EndRefusalPause();
+      status = std::move(*refusal_);
+    }
+    FinishAfterWrites(std::move(status));
+  }
+
   void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) override {
     mu_.Lock();
     writing_ = false;
@@ -153,6 +169,10 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     }
     mu_.Unlock();
   }
+  void OnPauseOver(bool) override {
+    refusal_svc_->EndRefusalPause();
+    FinishAfterWrites(std::move(*refusal_));  // a no-op once cancelled
+  }
   // Called once, just before Finish (metrics).
   virtual void OnFinishing(const grpc::Status&) {}
   // A SendProbe message was written (called without mu_ held).
@@ -181,6 +201,9 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // FinishRefused's status while it waits (the queue's thread only).
+  std::optional<grpc::Status> refusal_;
+  LockServiceImpl* refusal_svc_ = nullptr;
 };
 
 }  // namespace lock_service_internal

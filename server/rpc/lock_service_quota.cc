@@ -73,6 +73,17 @@ void LockServiceImpl::NoteQuotaRefusal(const QuotaTracker::Refusal& r, const std
   AuditLog("quota_exceeded", who, method, lock, detail);
 }
 
+bool LockServiceImpl::TakeRefusalPause(gpr_timespec* deadline) {
+  if (refusal_delay_.count() <= 0) return false;
+  if (paused_refusals_.fetch_add(1) >= kMaxPausedRefusals) {
+    paused_refusals_.fetch_sub(1);
+    return false;
+  }
+  *deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                           gpr_time_from_millis(refusal_delay_.count(), GPR_TIMESPAN));
+  return true;
+}
+
 absl::Status QuotaSlot::OpenStream(LockServiceImpl* svc, grpc::ServerContext* ctx,
                                    const absl::StatusOr<std::string>& identity,
                                    const char* method) {

@@ -44,6 +44,13 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
       return End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "Observe is not served here"));
     }
     if (absl::Status q = quota_.OpenStream(svc_, context(), who, "Observe"); !q.ok()) {
+      // Answered after the replica's refusal delay (see FinishRefused).
+      gpr_timespec deadline;
+      if (svc_->TakeRefusalPause(&deadline)) {
+        refusal_ = ToGrpc(q);
+        if (StartPause(deadline)) return;
+        svc_->EndRefusalPause();
+      }
       return End(ToGrpc(q));
     }
     counted_ = svc_->TryOpenStream();
@@ -86,7 +93,14 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
     }
     PumpAndUnlock();
   }
-  void OnCancel() override { End(grpc::Status::CANCELLED); }
+  void OnCancel() override {
+    CancelPause();
+    End(grpc::Status::CANCELLED);
+  }
+  void OnPauseOver(bool) override {
+    svc_->EndRefusalPause();
+    End(std::move(*refusal_));  // a no-op once cancelled
+  }
   void OnDone() ABSL_LOCKS_EXCLUDED(mu_) override {
     uint64_t id;
     {
@@ -159,6 +173,7 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
   std::weak_ptr<ObserveReactor> weak_self_;
   bool counted_ = false;
   QuotaSlot quota_;  // on the stream's start and done, which gRPC serializes
+  std::optional<grpc::Status> refusal_;  // a quota refusal while it waits (the queue's thread)
   // Before LockObservers' lock (OnStart may Stop with it held); no other
   // lock is taken with it, and gRPC is called only after it is released.
   absl::Mutex mu_;
