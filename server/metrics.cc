@@ -289,6 +289,13 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& op
            .Help("Stream opens refused by a quota of the policy file, by quota name and "
                  "limit (streams, contenders, opens).")
            .Register(r);
+  m->quota_refusals_waiting_ =
+      &BuildGauge()
+           .Name("turnstile_quota_refusals_waiting")
+           .Help("Quota refusals waiting out --quota-refusal-delay before they are answered "
+                 "(at most 1024 per replica; beyond, refusals are answered at once).")
+           .Register(r)
+           .Add({});
   m->grpc_family_ = &BuildCounter()
                          .Name("turnstile_grpc_requests_total")
                          .Help("Finished gRPC requests, by method and status code.")
@@ -385,6 +392,10 @@ void Metrics::OnStillHeldDropped() { still_held_dropped_->Increment(); }
 void Metrics::OnQuotaRefused(const std::string& quota, const char* limit) {
   // Family::Add finds the series when it exists (thread-safe).
   quota_refusals_family_->Add({{"quota", quota}, {"limit", limit}}).Increment();
+}
+
+void Metrics::OnRefusalsWaiting(int delta) {
+  quota_refusals_waiting_->Increment(static_cast<double>(delta));
 }
 
 void Metrics::SetTlsCertificateExpiry(int64_t unix_seconds) {

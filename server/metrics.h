@@ -75,6 +75,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   void OnStreamsChanged(const char* kind, int delta) override;
   void OnStillHeldDropped() override;
   void OnQuotaRefused(const std::string& quota, const char* limit) override;
+  void OnRefusalsWaiting(int delta) override;
   // The serving TLS certificate's notAfter (Unix seconds), set at start and
   // after every reload; the series exists only on a replica serving TLS.
   void SetTlsCertificateExpiry(int64_t unix_seconds);
@@ -111,6 +112,7 @@ class Metrics final : public EngineObserver, public ZkObserver, public ServiceOb
   // By quota name (from the policy file: as many series as it has quotas,
   // times three limits; never by identity) and limit.
   prometheus::Family<prometheus::Counter>* quota_refusals_family_ = nullptr;
+  prometheus::Gauge* quota_refusals_waiting_ = nullptr;
   prometheus::Family<prometheus::Gauge>* tls_expiry_family_ = nullptr;
   std::atomic<prometheus::Gauge*> tls_expiry_{nullptr};
   prometheus::Family<prometheus::Counter>* grpc_family_ = nullptr;

@@ -74,7 +74,7 @@ TURNSTILE = {
     "turnstile_open_streams", "turnstile_grpc_requests_total", "turnstile_serving",
     "turnstile_revocations_total", "turnstile_locks_in_delay", "turnstile_lock_max_holders",
     "turnstile_tls_certificate_expiry_timestamp_seconds", "turnstile_still_held_dropped_total",
-    "turnstile_quota_refusals_total",
+    "turnstile_quota_refusals_total", "turnstile_quota_refusals_waiting",
 }
 for h in HIST:
     TURNSTILE |= {h + "_bucket", h + "_sum", h + "_count"}

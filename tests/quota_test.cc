@@ -631,6 +631,12 @@ TEST_F(QuotaReplicaTest, ARefusalWaitsTheDelayBoundedAndEndsWhenItsClientGoes) {
         << streams[static_cast<size_t>(i)]->status.error_message();
   }
   EXPECT_EQ(svc.paused_refusals(), kPausable);
+  // The gauge says so too.
+  auto waiting = HttpGet(replica_->metrics_port(), "/metrics");
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(absl::StrContains(waiting->body, absl::StrCat("\nturnstile_quota_refusals_waiting ",
+                                                            kPausable, "\n")))
+      << waiting->body.substr(0, 2000);
   // What 1,024 waiting refusals cost (the clients' side of the calls is in
   // this process too: an upper bound for the replica's).
   std::printf("resident memory with %d refusals waiting: +%ld kB (%.1f kB each, both sides)\n",

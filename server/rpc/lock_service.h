@@ -164,7 +164,10 @@ class LockServiceImpl final {
   // A quota refusal is about to be answered: true and its deadline when it
   // is to wait (EndRefusalPause once it is answered), false to answer now.
   bool TakeRefusalPause(gpr_timespec* deadline);
-  void EndRefusalPause() { paused_refusals_.fetch_sub(1); }
+  void EndRefusalPause() {
+    paused_refusals_.fetch_sub(1);
+    if (observer_) observer_->OnRefusalsWaiting(-1);
+  }
   int paused_refusals() const { return paused_refusals_.load(); }
 
  private:

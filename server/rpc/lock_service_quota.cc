@@ -81,6 +81,7 @@ bool LockServiceImpl::TakeRefusalPause(gpr_timespec* deadline) {
   }
   *deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                            gpr_time_from_millis(refusal_delay_.count(), GPR_TIMESPAN));
+  if (observer_) observer_->OnRefusalsWaiting(+1);
   return true;
 }
 

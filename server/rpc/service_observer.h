@@ -21,6 +21,9 @@ class ServiceObserver {
   // A quota of the policy file refused an open; `limit` is "streams",
   // "contenders" or "opens".
   virtual void OnQuotaRefused(const std::string& quota, const char* limit) {}
+  // A quota refusal starts (+1) or ends (-1) waiting out the replica's
+  // --quota-refusal-delay.
+  virtual void OnRefusalsWaiting(int delta) {}
 };
 
 }  // namespace turnstile
