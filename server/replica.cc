@@ -3,6 +3,7 @@
 #include "server/rpc/serving_cert.h"
 
 #include "server/rpc/authz.h"
+#include "server/rpc/client_cert.h"
 
 #include <netdb.h>
 #include <sys/socket.h>

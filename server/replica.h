@@ -67,7 +67,7 @@ struct ReplicaConfig {
   std::string tls_key_file;
   // PEM CA bundle: mutual TLS. Every call must present a client certificate
   // issued by it (else UNAUTHENTICATED); the caller's identity comes from
-  // it (server/rpc/authz.h). Needs tls_cert_file.
+  // it (server/rpc/client_cert.h). Needs tls_cert_file.
   std::string tls_client_ca_file;
   // PEM CRLs of the CAs that issue client certificates: a certificate they
   // list gets UNAUTHENTICATED ("certificate revoked"). Reloaded when the

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "client/lib/tls.h"
 #include "server/rpc/authz.h"
+#include "server/rpc/client_cert.h"
 #include "server/rpc/cert_names.h"
 #include "server/replica.h"
 #include "tests/test_pki.h"

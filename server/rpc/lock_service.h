@@ -13,6 +13,7 @@
 
 #include "server/rpc/async_rpc.h"
 #include "server/rpc/authz.h"
+#include "server/rpc/client_cert.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_observers.h"
 #include "server/rpc/service_observer.h"
