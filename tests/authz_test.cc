@@ -130,10 +130,7 @@ class AuthzTest : public ::testing::Test {
  protected:
   void SetUp() override {
     connect_ = SharedZkServer().ConnectString();
-    CertSpec server;
-    server.cn = "replica";
-    server.san = "DNS:localhost,IP:127.0.0.1";
-    server_ = pki_.Issue("server", server);
+    server_ = pki_.IssueServer();
     for (const char* id : {kApi, kBatch, kAdmin, kIndexer, kRetired}) Client(id);
     policy_file_ = pki_.dir() + "/policy.json";
     WritePolicy(kPolicy);
@@ -149,23 +146,14 @@ class AuthzTest : public ::testing::Test {
 
   // Written to a temporary file and renamed over the policy, as a
   // Kubernetes ConfigMap update swaps it.
-  void WritePolicy(const std::string& text) {
-    const std::string tmp = policy_file_ + ".new";
-    std::ofstream(tmp) << text;
-    ASSERT_EQ(std::rename(tmp.c_str(), policy_file_.c_str()), 0);
-  }
+  void WritePolicy(const std::string& text) { ASSERT_TRUE(ReplaceFile(policy_file_, text)); }
 
   // A client certificate for `identity` (URI SAN; CN = last segment).
   TestPki::Files& Client(const std::string& identity, const std::string& issuer = "ca") {
     auto key = identity + "@" + issuer;
     auto it = certs_.find(key);
     if (it != certs_.end()) return it->second;
-    CertSpec spec;
-    spec.cn = identity.substr(identity.rfind('/') + 1);
-    spec.san = "URI:" + identity;
-    spec.issuer = issuer;
-    spec.server = false;
-    return certs_[key] = pki_.Issue(absl::StrCat("client", certs_.size()), spec);
+    return certs_[key] = pki_.IssueClient(absl::StrCat("client", certs_.size()), identity, issuer);
   }
 
   std::unique_ptr<v1::LockService::Stub> StubWith(const client::TlsFiles& files,

@@ -317,16 +317,9 @@ TEST_F(CheckTokenTest, TheCppLibraryChecksTokens) {
 // with PERMISSION_DENIED before ZooKeeper is touched.
 TEST(CheckTokenAuthzTest, ACallerThatMayNotDescribeIsPermissionDenied) {
   TestPki pki;
-  CertSpec server;
-  server.cn = "replica";
-  server.san = "DNS:localhost,IP:127.0.0.1";
-  TestPki::Files server_files = pki.Issue("server", server);
+  TestPki::Files server_files = pki.IssueServer();
   auto client_cert = [&](const std::string& identity) {
-    CertSpec spec;
-    spec.cn = identity.substr(identity.rfind('/') + 1);
-    spec.san = "URI:" + identity;
-    spec.server = false;
-    return pki.Issue(spec.cn, spec);
+    return pki.IssueClient(identity.substr(identity.rfind('/') + 1), identity);
   };
   const std::string kOwner = "spiffe://acme.test/team/ledger/writer";
   const std::string kStranger = "spiffe://acme.test/team/search/indexer";

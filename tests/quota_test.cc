@@ -193,19 +193,12 @@ class QuotaReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     connect_ = SharedZkServer().ConnectString();
-    CertSpec server;
-    server.cn = "replica";
-    server.san = "DNS:localhost,IP:127.0.0.1";
-    server_ = pki_.Issue("server", server);
+    server_ = pki_.IssueServer();
     policy_file_ = pki_.dir() + "/policy.json";
     root_ = UniqueRoot("quota");
   }
 
-  void WritePolicy(const std::string& text) {
-    const std::string tmp = policy_file_ + ".new";
-    std::ofstream(tmp) << text;
-    ASSERT_EQ(std::rename(tmp.c_str(), policy_file_.c_str()), 0);
-  }
+  void WritePolicy(const std::string& text) { ASSERT_TRUE(ReplaceFile(policy_file_, text)); }
 
   void StartMtlsReplica() {
     ReplicaConfig cfg = TestConfig(connect_, root_);
@@ -226,11 +219,7 @@ class QuotaReplicaTest : public ::testing::Test {
   }
 
   TestPki::Files IssueClient(const std::string& identity) {
-    CertSpec spec;
-    spec.cn = identity.substr(identity.rfind('/') + 1);
-    spec.san = "URI:" + identity;
-    spec.server = false;
-    return pki_.Issue(absl::StrCat("client", ++clients_), spec);
+    return pki_.IssueClient(absl::StrCat("client", ++clients_), identity);
   }
 
   std::unique_ptr<v1::LockService::Stub> StubAs(const std::string& identity) {
@@ -755,11 +744,17 @@ TEST_F(QuotaReplicaTest, AReloadBelowCurrentUseRefusesNewOpensAndKeepsEveryHold)
 TEST_F(QuotaReplicaTest, WithoutMutualTlsTheCallersAddressIsItsIdentity) {
   if (MtlsMode()) GTEST_SKIP() << "plaintext replicas only";
   WritePolicy(R"({"default_quota": {"name": "per-address", "max_streams": 2}})");
-  auto p = ChildProcess::Spawn(
-      {"/bin/sh", "-c",
-       absl::StrCat("exec '", TestBinary("turnstiled"),
-                    "' --listen 127.0.0.1:0 --log-level error --metrics-listen '' --zk '", connect_,
-                    "' --zk-root '", root_, "' --authz-file '", policy_file_, "' 2>&1")});
+  // A plaintext turnstiled with the policy file (its audit log read with
+  // its stdout).
+  auto spawn_plain = [&] {
+    return ChildProcess::Spawn(
+        {"/bin/sh", "-c",
+         absl::StrCat("exec '", TestBinary("turnstiled"),
+                      "' --listen 127.0.0.1:0 --log-level error --metrics-listen '' --zk '",
+                      connect_, "' --zk-root '", root_, "' --authz-file '", policy_file_,
+                      "' 2>&1")});
+  };
+  auto p = spawn_plain();
   ASSERT_TRUE(p);
   auto address = AwaitReplicaServing(*p, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(address.ok()) << address.status();
@@ -804,11 +799,7 @@ TEST_F(QuotaReplicaTest, WithoutMutualTlsTheCallersAddressIsItsIdentity) {
 
   // Rules without mutual TLS: the replica does not start, and says why.
   WritePolicy(R"({"rules": [{"identities": ["*"], "locks": [""], "admin": true}]})");
-  auto bad = ChildProcess::Spawn(
-      {"/bin/sh", "-c",
-       absl::StrCat("exec '", TestBinary("turnstiled"),
-                    "' --listen 127.0.0.1:0 --log-level error --metrics-listen '' --zk '", connect_,
-                    "' --zk-root '", root_, "' --authz-file '", policy_file_, "' 2>&1")});
+  auto bad = spawn_plain();
   ASSERT_TRUE(bad);
   auto said = bad->AwaitLine("turnstiled: --authz-file", milliseconds(20000));
   ASSERT_TRUE(said);

@@ -97,6 +97,23 @@ std::string TestPki::AddCa(const std::string& name) {
   return ca_file(name);
 }
 
+TestPki::Files TestPki::IssueServer(const std::string& name) {
+  CertSpec spec;
+  spec.cn = "replica";
+  spec.san = "DNS:localhost,IP:127.0.0.1";
+  return Issue(name, spec);
+}
+
+TestPki::Files TestPki::IssueClient(const std::string& name, const std::string& identity,
+                                    const std::string& issuer) {
+  CertSpec spec;
+  spec.cn = identity.substr(identity.rfind('/') + 1);
+  spec.san = "URI:" + identity;
+  spec.issuer = issuer;
+  spec.server = false;
+  return Issue(name, spec);
+}
+
 TestPki::Files TestPki::Issue(const std::string& name, const CertSpec& spec) {
   auto it = cas_.find(spec.issuer);
   Check(it != cas_.end(), "unknown issuer");

@@ -38,6 +38,13 @@ class TestPki {
   std::string AddCa(const std::string& name);
   // <dir>/<name>.crt and .key, issued by spec.issuer.
   Files Issue(const std::string& name, const CertSpec& spec);
+  // A replica's certificate for loopback (CN "replica", SANs localhost and
+  // 127.0.0.1).
+  Files IssueServer(const std::string& name = "server");
+  // A client certificate for `identity`: its URI SAN, the CN its last path
+  // segment, issued by CA `issuer`.
+  Files IssueClient(const std::string& name, const std::string& identity,
+                    const std::string& issuer = "ca");
   std::string ca_file(const std::string& name = "ca") const;
   // A PEM CRL signed by CA `ca` revoking the certificates in `revoked`
   // (files made by Issue), valid from an hour ago for `next_update_s`

@@ -602,6 +602,16 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+bool ReplaceFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".new";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
 long ResidentKb() {
   std::ifstream in("/proc/self/status");
   std::string line;

@@ -182,6 +182,10 @@ std::string UrlEncode(std::string_view s);
 // The whole file, or "" if it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// Writes `text` to path + ".new" and renames it over `path`, as a
+// Kubernetes ConfigMap update swaps a file; false if either step failed.
+bool ReplaceFile(const std::string& path, const std::string& text);
+
 // VmRSS of this process in kB (-1 if unreadable).
 long ResidentKb();
 

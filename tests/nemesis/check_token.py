@@ -165,14 +165,7 @@ def run(args, lab, work):
     cluster_args = types.SimpleNamespace(turnstiled=args.turnstiled, cli=args.cli,
                                          replica_log_level="warn", clients=0)
     c = run_nemesis.Cluster(lab, work, cluster_args)
-    for z in ZK:
-        c.write_zk_config(z)
-        c.start_zk(z)
-    modes = c.wait_quorum(120)
-    log("ZooKeeper ensemble up: %s" % modes)
-    for r in REPLICAS:
-        c.start_replica(r)
-    c.wait_serving(REPLICAS, 60)
+    c.start_all()
     for i in range(1, args.rounds + 1):
         one_round(args, lab, c, i)
 

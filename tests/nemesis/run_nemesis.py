@@ -300,6 +300,19 @@ preAllocSize=1024
             return all(self.health(n) == "SERVING" for n in names)
         return poll_until(ok, seconds, "replicas %s SERVING" % ",".join(names), 0.2)
 
+    def start_all(self):
+        """The 3-node ensemble (quorum within 120 s), then every replica
+        (SERVING within 60 s)."""
+        for z in ZK:
+            self.write_zk_config(z)
+            self.start_zk(z)
+        modes = self.wait_quorum(120)
+        log("ZooKeeper ensemble up: %s" % modes)
+        for r in REPLICAS:
+            self.start_replica(r)
+        self.wait_serving(REPLICAS, 60)
+        log("replicas SERVING: %s" % ", ".join(self.replica_addr(r) for r in REPLICAS))
+
     # ---- clients
     def client_ids(self):
         """Short-hold clients c1..cN, then long-hold clients (one per replica)."""
@@ -824,15 +837,7 @@ def main():
         with open(os.path.join(work, "meta.json"), "w") as f:
             json.dump(meta, f)
 
-        for z in ZK:
-            c.write_zk_config(z)
-            c.start_zk(z)
-        modes = c.wait_quorum(120)
-        log("ZooKeeper ensemble up: %s" % modes)
-        for r in REPLICAS:
-            c.start_replica(r)
-        c.wait_serving(REPLICAS, 60)
-        log("replicas SERVING: %s" % ", ".join(c.replica_addr(r) for r in REPLICAS))
+        c.start_all()
         for cid in c.client_ids():
             c.start_client(cid)
         poll_until(lambda: (c.tracker.update() or c.tracker.grants >= args.clients), 60,
