@@ -3,15 +3,15 @@
 # Debian's packaged Go modules (/usr/share/gocode: golang-google-grpc-dev,
 # golang-google-protobuf-dev), issue 22.
 #
-#   client/go/build.sh OUTDIR          stubs + library + conformance runner
+#   client/go/build.sh OUTDIR          library + conformance runner
 #   client/go/build.sh OUTDIR test     `go test` of the library built there
 #                                      (ctest go_client_unit_test; no server)
 #   client/go/build.sh OUTDIR live     its live tests only, against the
 #                                      replicas named by TURNSTILE_LIVE_*
 #                                      (tests/go_live_test.py)
 #
-# OUTDIR gets: gopath/src/turnstile/client/go (a copy of this directory plus
-# the generated stubs in turnstilepb/, by install-gopath.sh),
+# OUTDIR gets: gopath/src/turnstile/client/go (a copy of this directory with
+# its committed stubs in turnstilepb/, by install-gopath.sh),
 # bin/conformance-runner, bin/turnstile-go-example, cache/ (the Go build
 # cache).
 set -euo pipefail
@@ -35,7 +35,7 @@ if [ "$mode" = test ] || [ "$mode" = live ]; then
   exec env -u TURNSTILE_LIVE_A -u TURNSTILE_LIVE_B -u TURNSTILE_LIVE_MULTI -u TURNSTILE_LIVE_CAPPED go test -count=1 ./...
 fi
 mkdir -p "$out/bin" "$out/cache"
-# The sources, their tests and the generated stubs, as a user's GOPATH gets them.
+# The sources, their tests and the stubs, as a user's GOPATH gets them.
 "$here/install-gopath.sh" --with-tests "$out/gopath"
 cd "$src"
 go build ./...
