@@ -40,9 +40,12 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import grpc
+
+from .hold import (HELD, LOST, RELEASED, SUSPENDED, WAITING, HoldState,  # noqa: F401
+                   WatchdogStep, seconds as _seconds, watchdog_step)
 
 __all__ = [
     "Client", "Lock", "TurnstileError", "Contender", "Description", "LockNames",
@@ -101,44 +104,7 @@ def _duration(seconds: float):
     return d
 
 
-def _seconds(d) -> float:
-    return d.seconds + d.nanos / 1e9
-
-
 _CLOSE = object()  # ends the request iterator: half-closes the stream
-
-WAITING, HELD, SUSPENDED, LOST, RELEASED = "waiting", "held", "suspended", "lost", "released"
-
-
-class WatchdogStep(NamedTuple):
-    state: str
-    silent: bool                  # SUSPENDED by the watchdog, not by the server
-    safe_until: Optional[float]
-    lost_reason: Optional[str]    # set when state became LOST
-    wake_at: Optional[float]      # when to look again (None: nothing left to watch)
-
-
-def watchdog_step(state: str, now: float, refresh_due: float,
-                  valid_until: Optional[float], safe_until: Optional[float],
-                  silent: bool) -> WatchdogStep:
-    """The careful-client rule of lock.proto, as a pure function of the
-    clock (so it is tested with an injected one): what a hold in `state`
-    becomes at `now`. A held hold whose refresh (STILL_HELD) is overdue is
-    SUSPENDED, certainly safe until the validity of its latest refresh; a
-    suspended hold (by the watchdog, or by the server's SUSPENDED with its
-    safe time) is LOST once that runs out: REFRESH_OVERDUE when the replica
-    fell silent, SESSION_EXPIRED when it said it lost ZooKeeper."""
-    if state == HELD:
-        if now >= refresh_due:
-            return WatchdogStep(SUSPENDED, True, valid_until, None, now)
-        return WatchdogStep(HELD, silent, safe_until, None, refresh_due)
-    if state == SUSPENDED:
-        deadline = safe_until if safe_until is not None else now
-        if now >= deadline:
-            return WatchdogStep(LOST, silent, safe_until,
-                                "REFRESH_OVERDUE" if silent else "SESSION_EXPIRED", None)
-        return WatchdogStep(SUSPENDED, silent, safe_until, None, deadline)
-    return WatchdogStep(state, silent, safe_until, None, None)
 
 
 def retry_delays(first: float = 0.05, cap: float = 1.0):
@@ -153,25 +119,49 @@ def retry_delays(first: float = 0.05, cap: float = 1.0):
 RETRIED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
+class AcquireRetry:
+    """The retry rule of an acquire, the plan both clients follow (the
+    threaded one sleeps between attempts, the asyncio one awaits): each
+    attempt waits next_wait(); after a failure backoff(e) is the pause
+    before the next attempt, or raises e. UNAVAILABLE (and CANCELLED from a
+    replica shutting down) is retried after retry_delays() while the wait
+    timeout lasts; a try-once (wait_timeout <= 0) never is."""
+
+    def __init__(self, wait_timeout: float, clock=time.monotonic, enabled: bool = True):
+        self._wait_timeout = wait_timeout
+        self._clock = clock
+        self._enabled = enabled
+        self._end = clock() + max(wait_timeout, 0.0)
+        self._delays = retry_delays()
+        self._attempts = 0
+
+    def next_wait(self) -> float:
+        """The wait of the next attempt: the whole wait timeout first, then
+        what is left of it."""
+        self._attempts += 1
+        if self._attempts == 1:
+            return self._wait_timeout
+        return max(self._end - self._clock(), 0.001)
+
+    def backoff(self, e: "TurnstileError") -> float:
+        delay = next(self._delays)
+        if (e.code not in RETRIED_CODES or not self._enabled or self._wait_timeout <= 0
+                or self._clock() + delay >= self._end):
+            raise e
+        return delay
+
+
 def retry_until(wait_timeout: float, attempt, clock=time.monotonic, sleep=time.sleep,
                 enabled: bool = True):
-    """Calls attempt(wait_left) until it returns, retrying UNAVAILABLE (and
-    CANCELLED from a replica shutting down) after retry_delays() while the
-    wait timeout lasts; a try-once (wait_timeout <= 0) is never retried.
+    """Calls attempt(wait_left) until it returns, following AcquireRetry.
     Other errors, and the last UNAVAILABLE, are raised."""
-    end = clock() + max(wait_timeout, 0.0)
-    delays = retry_delays()
-    wait_left = wait_timeout
+    plan = AcquireRetry(wait_timeout, clock, enabled)
     while True:
         try:
-            return attempt(wait_left)
+            return attempt(plan.next_wait())
         except TurnstileError as e:
-            delay = next(delays)
-            if (e.code not in RETRIED_CODES or not enabled or wait_timeout <= 0
-                    or clock() + delay >= end):
-                raise
+            delay = plan.backoff(e)
         sleep(delay)  # the backoff, bounded by the wait timeout
-        wait_left = max(end - clock(), 0.001)
 
 
 def validate_acquire_options(name: str, wait_timeout: float, ttl: float, lock_delay: float,
@@ -193,9 +183,28 @@ def validate_acquire_options(name: str, wait_timeout: float, ttl: float, lock_de
         bad("max_holders is only for semaphores; a shared hold cannot have it")
 
 
-class Lock:
+def acquire_open(pb, name: str, wait_timeout: float, ttl: float, owner: str,
+                 metadata: Optional[Dict[str, str]], shared: bool, revoke_holders: bool,
+                 revoke_reason: str, lock_delay: float, max_holders: int):
+    """The AcquireOpen message of an acquire (its options validated)."""
+    if shared:
+        kind = pb.LOCK_KIND_SHARED  # with max_holders too: the server refuses the mix
+    elif max_holders > 0:
+        kind = pb.LOCK_KIND_SEMAPHORE
+    else:
+        kind = pb.LOCK_KIND_EXCLUSIVE
+    return pb.AcquireOpen(
+        name=name, owner=owner, metadata=metadata or {},
+        wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
+        kind=kind, max_holders=max_holders,
+        revoke_holders=revoke_holders, revoke_reason=revoke_reason,
+        lock_delay=_duration(lock_delay))
+
+
+class Lock(HoldState):
     """One Acquire stream. Obtained from Client.acquire(); a context manager
-    that releases on exit."""
+    that releases on exit. Its state and fields are turnstile.hold's: one
+    reader thread per Lock feeds them, under _cond."""
 
     def __init__(self, client: "Client", name: str, open_msg, on_revoke=None,
                  on_queued=None, on_state=None):
@@ -211,33 +220,9 @@ class Lock:
         # on_revoke(requester, reason): someone asked this holder to let go
         # (REVOKE_REQUESTED); called on the reader thread; the holder decides.
         self._on_revoke = on_revoke
-        self.revoke_requests: List[Tuple[str, str]] = []  # (requester, reason) seen
-        self.name = name
         self._cond = threading.Condition()
+        self._init_hold(name, _seconds(open_msg.ttl))  # its fields, guarded by _cond
         self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
-        self._state = WAITING          # guarded by _cond
-        self._ended = False            # the stream finished (any status)
-        self._end_code = None          # grpc.StatusCode once ended
-        self._end_details = ""
-        self._releasing = False
-        self.position: Optional[int] = None   # last QUEUED position
-        self.lease_id: Optional[str] = None
-        self.fencing_token: Optional[int] = None
-        self.valid_for: Optional[float] = None
-        self.session_timeout: Optional[float] = None
-        self.safe_until: Optional[float] = None
-        self.lost_reason: Optional[str] = None
-        self.lost_message: str = ""
-        # From ACQUIRED / STILL_HELD (a server that refreshes holds): the
-        # hold is certainly valid until valid_until (time.monotonic()); when
-        # no refresh comes within refresh_within the lock is SUSPENDED here,
-        # and LOST (reason REFRESH_OVERDUE, the stream cancelled) once
-        # valid_until has passed. None against an older server.
-        self.valid_until: Optional[float] = None
-        self._refresh_within = 0.0
-        self._refresh_due = 0.0
-        self._silent = False           # SUSPENDED by the watchdog, not the server
-        self._ttl = _seconds(open_msg.ttl)
         self._keepalive: Optional[threading.Thread] = None
         self._requests.put(client._pb2.AcquireRequest(open=open_msg))
         self._call = client._stub.Acquire(self._request_iter())
@@ -267,13 +252,10 @@ class Lock:
         Returns False if the hold was already lost, True otherwise.
         Idempotent."""
         with self._cond:
-            if self._state == RELEASED:
-                return True
-            if self._state == LOST or self._ended:
-                return False
-            already = self._releasing
-            self._releasing = True
-        if not already:
+            answer, send = self._begin_release()
+        if answer is not None:
+            return answer
+        if send:
             self._requests.put(self._client._pb2.AcquireRequest(
                 release=self._client._pb2.AcquireRelease()))
         with self._cond:
@@ -286,13 +268,10 @@ class Lock:
             self._reader.join(timeout)
         with self._notify_mu:
             with self._cond:
-                old = self._state
-                if self._state in (HELD, SUSPENDED, WAITING):
-                    self._state = RELEASED
-                    self._cond.notify_all()
-                released = self._state == RELEASED
-            if old in (HELD, SUSPENDED) and released:
-                self._emit_state(RELEASED, "RELEASED")
+                released, said = self._release_done()
+                self._cond.notify_all()
+            if said is not None:
+                self._emit_state(*said)
             return released
 
     def __enter__(self) -> "Lock":
@@ -300,10 +279,6 @@ class Lock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return "Lock(name=%r, state=%r, fencing_token=%r, lease_id=%r)" % (
-            self.name, self.state, self.fencing_token, self.lease_id)
 
     # -- internals -----------------------------------------------------------
     def _request_iter(self):
@@ -326,19 +301,7 @@ class Lock:
             self._requests.put(_CLOSE)
             with self._notify_mu:
                 with self._cond:
-                    self._ended = True
-                    self._end_code, self._end_details = code, details
-                    ended_as = None
-                    if self._state in (HELD, SUSPENDED):
-                        if self._releasing:
-                            self._state = RELEASED  # cancelled or half-closed by us
-                            ended_as = (RELEASED, "RELEASED")
-                        else:
-                            self._state = LOST
-                            self.lost_reason = self.lost_reason or "STREAM_BROKEN"
-                            self.lost_message = self.lost_message or (
-                                "%s: %s" % (code.name, details))
-                            ended_as = (LOST, self.lost_reason)
+                    ended_as = self._stream_ended(code, details)
                     self._cond.notify_all()
                 if ended_as is not None:
                     self._emit_state(*ended_as)
@@ -351,135 +314,45 @@ class Lock:
     def _on_event(self, ev) -> None:
         with self._notify_mu:
             with self._cond:
-                old = self._state
-            self._on_event_locked(ev)
-            with self._cond:
-                new = self._state
-            if new != old:
-                if new == HELD:
-                    reason = "ACQUIRED" if old == WAITING else "RESUMED"
-                elif new == SUSPENDED:
-                    reason = "SUSPENDED"
-                elif new == LOST:
-                    reason = self.lost_reason or "LOST"
-                else:
-                    reason = new.upper()
-                self._emit_state(new, reason)
-
-    def _on_event_locked(self, ev) -> None:
-        pb = self._client._pb2
-        T = pb.AcquireEvent
-        start_keepalive = False
-        start_watchdog = False
-        revoke = None
-        queued = None
-        with self._cond:
-            if ev.type == T.QUEUED:
-                self.position = ev.queued.position
-                queued = self.position
-            elif ev.type == T.ACQUIRED:
-                a = ev.acquired
-                self.lease_id = a.lease_id
-                self.fencing_token = a.fencing_token
-                self.valid_for = _seconds(a.valid_for) if a.HasField("valid_for") else None
-                self.session_timeout = _seconds(a.session_timeout)
-                self._state = HELD
-                start_keepalive = self._ttl > 0
-                if a.HasField("refresh_within") and _seconds(a.refresh_within) > 0:
-                    now = time.monotonic()
-                    self._refresh_within = _seconds(a.refresh_within)
-                    self._refresh_due = now + self._refresh_within
-                    self.valid_until = now + _seconds(a.safe_for)
-                    start_watchdog = True
-            elif ev.type == T.STILL_HELD:
-                if self._state in (HELD, SUSPENDED) and self._refresh_within > 0:
-                    now = time.monotonic()
-                    self._refresh_within = max(_seconds(ev.still_held.refresh_within), 0.001)
-                    self._refresh_due = now + self._refresh_within
-                    self.valid_until = now + _seconds(ev.still_held.safe_for)
-                    if self._state == SUSPENDED and self._silent:
-                        self._state = HELD
-                        self._silent = False
-                        self.safe_until = None
-            elif ev.type == T.SUSPENDED:
-                if self._state == HELD:
-                    self._state = SUSPENDED
-                self._silent = False
-                self.safe_until = time.monotonic() + _seconds(ev.suspended.safe_for)
-            elif ev.type == T.RESUMED:
-                if self._state == SUSPENDED:
-                    self._state = HELD
-                self._silent = False
-                now = time.monotonic()
-                if self._refresh_within > 0 and ev.HasField("still_held"):
-                    self._refresh_within = max(_seconds(ev.still_held.refresh_within), 0.001)
-                    self.valid_until = now + _seconds(ev.still_held.safe_for)
-                self._refresh_due = now + self._refresh_within
-                self.safe_until = None
-            elif ev.type == T.LOST:
-                self._state = LOST
-                self.lost_reason = pb.Lost.Reason.Name(ev.lost.reason)
-                self.lost_message = ev.lost.message
-            elif ev.type == T.REVOKE_REQUESTED:
-                if self._state in (HELD, SUSPENDED):
-                    revoke = (ev.revoke_requested.requester, ev.revoke_requested.reason)
-                    self.revoke_requests.append(revoke)
-            elif ev.type == T.RELEASED:
-                self._state = RELEASED
-            self._cond.notify_all()
-        if start_keepalive:
-            self._keepalive = threading.Thread(
-                target=self._renew, name="turnstile-lock-keepalive", daemon=True)
-            self._keepalive.start()
-        if queued is not None and self._on_queued is not None:
-            self._on_queued(queued)
-        if revoke is not None and self._on_revoke is not None:
-            self._on_revoke(*revoke)
-        if start_watchdog:
-            threading.Thread(target=self._watchdog, name="turnstile-lock-watchdog",
-                             daemon=True).start()
+                change = self._apply_event(self._client._pb2, ev, time.monotonic())
+                self._cond.notify_all()
+            if change.start_keepalive:
+                self._keepalive = threading.Thread(
+                    target=self._renew, name="turnstile-lock-keepalive", daemon=True)
+                self._keepalive.start()
+            if change.queued is not None and self._on_queued is not None:
+                self._on_queued(change.queued)
+            if change.revoke is not None and self._on_revoke is not None:
+                self._on_revoke(*change.revoke)
+            if change.start_watchdog:
+                threading.Thread(target=self._watchdog, name="turnstile-lock-watchdog",
+                                 daemon=True).start()
+            if change.state is not None:
+                self._emit_state(*change.state)
 
     def _watchdog(self) -> None:
-        """A frozen replica or a stalled stream sends nothing, not even LOST:
-        silence past refresh_within makes the hold SUSPENDED here (reason
-        IN_DOUBT to on_state), and LOST when its validity (or a server
-        SUSPENDED's safe time) runs out."""
-        def watched():
-            return self._state in (HELD, SUSPENDED) and not self._ended and not self._releasing
+        """Looks at the hold when HoldState._watchdog_tick says, until it
+        ends; a loss cancels the stream (a live replica deletes the node)."""
         while True:
-            changed = cancel = False
             with self._notify_mu:
                 with self._cond:
-                    if not watched():
-                        return
-                    now = time.monotonic()
-                    step = watchdog_step(self._state, now, self._refresh_due, self.valid_until,
-                                         self.safe_until, self._silent)
-                    if step.state != self._state:
-                        changed = True
-                        self._state, self._silent, self.safe_until = (
-                            step.state, step.silent, step.safe_until)
-                        if step.state == LOST:
-                            self.lost_reason = step.lost_reason
-                            self.lost_message = (
-                                "no refresh from the replica before the hold's validity ran out"
-                                if step.silent else "the replica's safe time ran out before its "
-                                "ZooKeeper connection came back")
-                            cancel = True
+                    tick = self._watchdog_tick(time.monotonic())
+                    if tick.state is not None:
                         self._cond.notify_all()
-                if changed:
-                    self._emit_state(step.state, step.lost_reason if step.state == LOST
-                                     else "IN_DOUBT")
-            if cancel:
-                self._call.cancel()  # a live replica deletes the node
+                if tick.state is not None:
+                    self._emit_state(*tick.state)
+            if tick.cancel:
+                self._call.cancel()
                 return
-            if changed:
+            if tick.wake_at is None:
+                return
+            if tick.state is not None:
                 continue
             with self._cond:
                 # Events that arrived meanwhile moved the deadlines: wake at
                 # the earlier of the two, and step again.
-                if watched():
-                    self._cond.wait(max(step.wake_at - time.monotonic(), 0.0))
+                if self._watched():
+                    self._cond.wait(max(tick.wake_at - time.monotonic(), 0.0))
 
     def _renew(self) -> None:
         interval = max(self._ttl / 3.0, 0.1)
@@ -599,7 +472,102 @@ class LeaderEvent:
 OBSERVE_RETRIED_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
-class Observation:
+# -- replies into the library's types (both clients) ---------------------------
+
+def _timestamp(msg, name: str) -> Optional[datetime.datetime]:
+    return (getattr(msg, name).ToDatetime(tzinfo=datetime.timezone.utc)
+            if msg.HasField(name) else None)
+
+
+def contender_from(pb, c) -> Contender:
+    return Contender(c.owner, dict(c.metadata), _timestamp(c, "since"), c.fencing_token,
+                     c.replica_id, c.position, pb.LockKind.Name(c.kind),
+                     c.max_holders, _timestamp(c, "granted"), c.identity)
+
+
+def description_from(pb, r) -> Description:
+    return Description(r.name, [contender_from(pb, c) for c in r.holders],
+                       [contender_from(pb, c) for c in r.waiters], r.max_holders)
+
+
+def leader_event_from(pb, ev) -> LeaderEvent:
+    if ev.state != pb.ObserveEvent.CURRENT:
+        return LeaderEvent(UNKNOWN, sequence=ev.sequence,
+                           message=ev.message or "the replica's state is unknown")
+    holders = [contender_from(pb, c) for c in ev.holders]
+    leader = None
+    if holders:
+        h = holders[0]
+        leader = Leader(h.metadata.get("value"), h.owner, h.identity, h.fencing_token,
+                        h.granted, h.since, h.metadata)
+    return LeaderEvent(LEADER if leader else NO_LEADER, leader, holders, ev.waiters,
+                       ev.max_holders, ev.sequence)
+
+
+def token_check_from(pb, r) -> TokenCheck:
+    verdict = pb.CheckTokenResponse.Verdict.Name(r.verdict)
+    if verdict not in (CURRENT, SUPERSEDED, TOKEN_WAITING):
+        raise TurnstileError(grpc.StatusCode.UNKNOWN, "unknown verdict " + verdict)
+    return TokenCheck(verdict, r.highest_holder_token, r.linearizable)
+
+
+def lease_statuses_from(resp) -> List[LeaseStatus]:
+    return [LeaseStatus(s.lease_id, _CODES.get(s.code, grpc.StatusCode.UNKNOWN),
+                        s.message, _seconds(s.valid_for)) for s in resp.leases]
+
+
+def lock_names_from(r) -> LockNames:
+    names = LockNames(r.names)
+    names.truncated = r.truncated
+    return names
+
+
+def check_name(name) -> None:
+    if not isinstance(name, str) or not name:
+        raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
+                             "name: must be a non-empty string")
+
+
+class ObservationState:
+    """What an Observe stream's events and failures become, the part of
+    Observation that the asyncio client shares: an item to yield (or None:
+    nothing new) and, after a failure, the pause before observing again."""
+
+    def _init_observation(self, name: str, changes_only: bool) -> None:
+        self.name = name
+        self._changes_only = changes_only
+        self._last: Optional[LeaderEvent] = None
+        self._delays = retry_delays()
+        self.reopened = 0            # streams opened again after a failure
+
+    def _received(self, pb, ev) -> Optional[LeaderEvent]:
+        self._delays = retry_delays()
+        item = leader_event_from(pb, ev)
+        if self._changes_only and item.same_leader(self._last):
+            return None
+        self._last = item
+        return item
+
+    def _failed(self, failure: str):
+        """-> (an UNKNOWN item to yield, or None if the last one was), and
+        the pause before the next stream."""
+        self.reopened += 1
+        item = LeaderEvent(UNKNOWN, message="observing again: " + failure)
+        delay = next(self._delays)
+        if item.same_leader(self._last):
+            return None, delay
+        self._last = item
+        return item, delay
+
+    @staticmethod
+    def _failure_of(e: grpc.RpcError) -> str:
+        """A stream's failure: observed again (its description), or raised."""
+        if e.code() not in OBSERVE_RETRIED_CODES:
+            raise TurnstileError.from_rpc(e) from None
+        return "%s: %s" % (e.code().name, e.details() or "")
+
+
+class Observation(ObservationState):
     """An iterator of LeaderEvent for one lock (Client.observe). Each
     Observe stream failure with UNAVAILABLE (the replica drains or cannot be
     reached), or CANCELLED by a replica shutting down, or an end without a
@@ -614,14 +582,10 @@ class Observation:
 
     def __init__(self, client: "Client", name: str, changes_only: bool = True):
         self._client = client
-        self.name = name
-        self._changes_only = changes_only
+        self._init_observation(name, changes_only)
         self._mu = threading.Lock()
         self._closed = threading.Event()
         self._call = None            # guarded by _mu
-        self._last: Optional[LeaderEvent] = None
-        self._delays = retry_delays()
-        self.reopened = 0            # streams opened again after a failure
 
     def __iter__(self) -> "Observation":
         return self
@@ -637,38 +601,23 @@ class Observation:
                     self._call = self._client._stub.Observe(
                         self._client._pb2.ObserveRequest(name=self.name))
                 call = self._call
-            failure = None
             try:
-                ev = next(call)
+                item = self._received(self._client._pb2, next(call))
+                if item is not None:
+                    return item
+                continue
             except StopIteration:
                 failure = "the Observe stream ended"
             except grpc.RpcError as e:
                 if self._closed.is_set():
                     raise StopIteration from None
-                if e.code() not in OBSERVE_RETRIED_CODES:
-                    raise TurnstileError.from_rpc(e) from None
-                failure = "%s: %s" % (e.code().name, e.details() or "")
-            if failure is not None:
-                with self._mu:
-                    self._call = None
-                self.reopened += 1
-                item = LeaderEvent(UNKNOWN, message="observing again: " + failure)
-                delay = next(self._delays)
-                if not self._last_is(item):
-                    self._last = item
-                    self._closed.wait(delay)
-                    return item
-                self._closed.wait(delay)
-                continue
-            self._delays = retry_delays()
-            item = self._client._leader_event(ev)
-            if self._changes_only and self._last_is(item):
-                continue
-            self._last = item
-            return item
-
-    def _last_is(self, item: LeaderEvent) -> bool:
-        return item.same_leader(self._last)
+                failure = self._failure_of(e)
+            with self._mu:
+                self._call = None
+            item, delay = self._failed(failure)
+            self._closed.wait(delay)
+            if item is not None:
+                return item
 
     def close(self) -> None:
         self._closed.set()
@@ -810,19 +759,8 @@ class Client:
                       shared=False, on_revoke=None, revoke_holders=False,
                       revoke_reason="", lock_delay=0.0, max_holders=0,
                       on_queued=None, on_state=None) -> Lock:
-        pb = self._pb2
-        if shared:
-            kind = pb.LOCK_KIND_SHARED  # with max_holders too: the server refuses the mix
-        elif max_holders > 0:
-            kind = pb.LOCK_KIND_SEMAPHORE
-        else:
-            kind = pb.LOCK_KIND_EXCLUSIVE
-        open_msg = pb.AcquireOpen(
-            name=name, owner=owner, metadata=metadata or {},
-            wait_timeout=_duration(wait_timeout), ttl=_duration(ttl),
-            kind=kind, max_holders=max_holders,
-            revoke_holders=revoke_holders, revoke_reason=revoke_reason,
-            lock_delay=_duration(lock_delay))
+        open_msg = acquire_open(self._pb2, name, wait_timeout, ttl, owner, metadata, shared,
+                                revoke_holders, revoke_reason, lock_delay, max_holders)
         lock = Lock(self, name, open_msg, on_revoke, on_queued, on_state)
         deadline = time.monotonic() + max(wait_timeout, 0.0) + grace
         try:
@@ -830,8 +768,7 @@ class Client:
                 answered = lock._cond.wait_for(
                     lambda: lock._state != WAITING or lock._ended,
                     max(deadline - time.monotonic(), 0.0))
-                state, ended = lock._state, lock._ended
-                code, details = lock._end_code, lock._end_details
+                state = lock._state
         except BaseException:
             lock._call.cancel()  # e.g. KeyboardInterrupt: abandon the wait
             lock._requests.put(_CLOSE)
@@ -844,14 +781,7 @@ class Client:
             return lock  # held (or, rarely, already lost again: see lock.state)
         lock._call.cancel()
         lock._requests.put(_CLOSE)
-        if not answered:
-            raise TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                 "no answer from %s within %.1fs" % (
-                                     self.target, wait_timeout + grace))
-        if code is None or code == grpc.StatusCode.OK:
-            raise TurnstileError(grpc.StatusCode.UNKNOWN,
-                                 "Acquire stream ended without ACQUIRED")
-        raise TurnstileError(code, details)
+        raise TurnstileError(*lock._wait_error(answered, self.target, wait_timeout + grace))
 
     def proclaim(self, lease_id: str, fencing_token: int,
                  metadata: Dict[str, str]) -> None:
@@ -870,9 +800,7 @@ class Client:
         """Follows the leader (the first holder) of lock `name`: an iterator
         of LeaderEvent, re-observing by itself after UNAVAILABLE; see
         Observation. Close it (or use `with`) when done."""
-        if not isinstance(name, str) or not name:
-            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
-                                 "name: must be a non-empty string")
+        check_name(name)
         return Observation(self, name, changes_only)
 
     def leader(self, name: str, timeout: Optional[float] = None) -> Optional[Leader]:
@@ -914,20 +842,6 @@ class Client:
             return self.acquire(name, wait_timeout=wait, on_state=cb, **acquire_options)
         return multilock.acquire_all(acquire, names, wait_timeout, on_state=on_state)
 
-    def _leader_event(self, ev) -> LeaderEvent:
-        pb = self._pb2
-        if ev.state != pb.ObserveEvent.CURRENT:
-            return LeaderEvent(UNKNOWN, sequence=ev.sequence,
-                               message=ev.message or "the replica's state is unknown")
-        holders = [self._contender(c) for c in ev.holders]
-        leader = None
-        if holders:
-            h = holders[0]
-            leader = Leader(h.metadata.get("value"), h.owner, h.identity, h.fencing_token,
-                            h.granted, h.since, h.metadata)
-        return LeaderEvent(LEADER if leader else NO_LEADER, leader, holders, ev.waiters,
-                           ev.max_holders, ev.sequence)
-
     def release(self, lease_id: str) -> bool:
         """Releases a lease by id (any replica). True if it was released,
         False if it was already gone (NOT_FOUND)."""
@@ -964,8 +878,7 @@ class Client:
                                  "KeepAlive ended without a response") from None
         finally:
             call.cancel()
-        return [LeaseStatus(s.lease_id, _CODES.get(s.code, grpc.StatusCode.UNKNOWN),
-                            s.message, _seconds(s.valid_for)) for s in resp.leases]
+        return lease_statuses_from(resp)
 
     def describe(self, name: str) -> Optional[Description]:
         """Holders and waiters of `name` in queue order; None if nobody
@@ -977,9 +890,7 @@ class Client:
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 return None
             raise TurnstileError.from_rpc(e) from None
-        conv = self._contender
-        return Description(r.name, [conv(c) for c in r.holders],
-                           [conv(c) for c in r.waiters], r.max_holders)
+        return description_from(self._pb2, r)
 
     def check_token(self, name: str, fencing_token: int,
                     allow_stale: bool = False) -> TokenCheck:
@@ -997,10 +908,7 @@ class Client:
                 timeout=self.timeout)
         except grpc.RpcError as e:
             raise TurnstileError.from_rpc(e) from None
-        verdict = self._pb2.CheckTokenResponse.Verdict.Name(r.verdict)
-        if verdict not in (CURRENT, SUPERSEDED, TOKEN_WAITING):
-            raise TurnstileError(grpc.StatusCode.UNKNOWN, "unknown verdict " + verdict)
-        return TokenCheck(verdict, r.highest_holder_token, r.linearizable)
+        return token_check_from(self._pb2, r)
 
     def list(self, prefix: str = "", limit: int = 0) -> LockNames:
         """Names of locks with holders or waiters, in byte order."""
@@ -1009,15 +917,4 @@ class Client:
                                 timeout=self.timeout)
         except grpc.RpcError as e:
             raise TurnstileError.from_rpc(e) from None
-        names = LockNames(r.names)
-        names.truncated = r.truncated
-        return names
-
-    def _contender(self, c) -> Contender:
-        since = (c.since.ToDatetime(tzinfo=datetime.timezone.utc)
-                 if c.HasField("since") else None)
-        granted = (c.granted.ToDatetime(tzinfo=datetime.timezone.utc)
-                   if c.HasField("granted") else None)
-        return Contender(c.owner, dict(c.metadata), since, c.fencing_token,
-                         c.replica_id, c.position, self._pb2.LockKind.Name(c.kind),
-                         c.max_holders, granted, c.identity)
+        return lock_names_from(r)

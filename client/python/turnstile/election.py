@@ -55,7 +55,8 @@ import grpc
 
 from .client import HELD, LOST, RELEASED, SUSPENDED, TurnstileError, retry_delays
 
-__all__ = ["Election", "Leadership", "requeue_until", "DEFAULT_ATTEMPT_WAIT"]
+__all__ = ["Election", "ElectionState", "Leadership", "Requeue", "requeue_until",
+           "DEFAULT_ATTEMPT_WAIT"]
 
 # The longest wait one Acquire of a campaign asks for: the replicas'
 # default --max-wait-timeout (1 h). A lower limit is learnt from the
@@ -67,57 +68,84 @@ REQUEUED_CODES = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABL
 _WAIT_LIMIT = re.compile(r"wait_timeout is -?\d+ms; it must be 0\.\.(\d+)ms")
 
 
+def _wait_limit(e: TurnstileError) -> float:
+    """The replica's --max-wait-timeout from its INVALID_ARGUMENT (0: not
+    that refusal)."""
+    m = _WAIT_LIMIT.search(e.details or "")
+    return int(m.group(1)) / 1000.0 if m else 0.0
+
+
+class Requeue:
+    """The campaign's wait loop as a plan, a function of the clock (tested
+    with an injected one) that both clients follow: each attempt waits
+    next_wait() (at most attempt_wait and what is left of `timeout`; None =
+    no end); after a failure after(e) is the pause before the next attempt
+    (0: at once), or raises: TurnstileError DEADLINE_EXCEEDED once `timeout`
+    has passed, or any other error as it came (see the module doc)."""
+
+    def __init__(self, timeout: Optional[float], attempt_wait: float = DEFAULT_ATTEMPT_WAIT,
+                 clock: Callable[[], float] = time.monotonic):
+        self._timeout = timeout
+        self._end = None if timeout is None else clock() + timeout
+        self._cap = attempt_wait
+        self._clock = clock
+        self._delays = retry_delays()
+        self._last: Optional[TurnstileError] = None
+        self._wait = self._started = 0.0
+
+    def _timed_out(self) -> TurnstileError:
+        last = self._last
+        detail = " (last: %s: %s)" % (last.code.name, last.details) if last else ""
+        return TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                              "campaign: not leader within %.3fs%s" % (self._timeout, detail))
+
+    def next_wait(self) -> float:
+        left = None if self._end is None else self._end - self._clock()
+        if left is not None and left < 0.001:
+            raise self._timed_out()
+        self._wait = self._cap if left is None else min(left, self._cap)
+        self._started = self._clock()
+        return self._wait
+
+    def after(self, e: TurnstileError) -> float:
+        self._last = e
+        clock, end = self._clock, self._end
+        if e.code == grpc.StatusCode.INVALID_ARGUMENT:
+            limit = _wait_limit(e)
+            if limit <= 0 or limit >= self._wait:
+                raise e
+            self._cap = limit  # the replica's --max-wait-timeout: ask for that
+            return 0.0
+        if e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            if end is not None and clock() >= end - 0.001:
+                raise self._timed_out() from None
+            if clock() - self._started >= min(self._wait, 1.0) / 2:
+                self._delays = retry_delays()
+                return 0.0  # a capped wait ran out: queue again at once
+            # Ended early (a replica refusing at once): back off.
+        elif e.code not in REQUEUED_CODES:
+            raise e
+        delay = next(self._delays)
+        if end is not None and clock() + delay >= end:
+            raise self._timed_out() from None
+        return delay
+
+
 def requeue_until(timeout: Optional[float], attempt: Callable[[float], object],
                   attempt_wait: float = DEFAULT_ATTEMPT_WAIT,
                   clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep):
-    """The campaign's wait loop, a function of the clock so that it is
-    tested with an injected one: calls attempt(wait) (wait > 0: one Acquire
-    wait, at most attempt_wait and what is left of `timeout`; None = no
-    end) until it returns, re-queueing as the module doc says. Raises
-    TurnstileError DEADLINE_EXCEEDED once `timeout` has passed, or any
-    other error of attempt() as it came."""
-    end = None if timeout is None else clock() + timeout
-    cap = attempt_wait
-    delays = retry_delays()
-    last = None
-
-    def timed_out():
-        detail = " (last: %s: %s)" % (last.code.name, last.details) if last else ""
-        return TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                              "campaign: not leader within %.3fs%s" % (timeout, detail))
-
+    """Calls attempt(wait) (one Acquire wait) until it returns, following
+    Requeue: re-queueing as the module doc says."""
+    plan = Requeue(timeout, attempt_wait, clock)
     while True:
-        left = None if end is None else end - clock()
-        if left is not None and left < 0.001:
-            raise timed_out()
-        wait = cap if left is None else min(left, cap)
-        started = clock()
+        wait = plan.next_wait()
         try:
             return attempt(wait)
         except TurnstileError as e:
-            last = e
-            code = e.code
-            if code == grpc.StatusCode.INVALID_ARGUMENT:
-                m = _WAIT_LIMIT.search(e.details or "")
-                limit = int(m.group(1)) / 1000.0 if m else 0.0
-                if not m or limit <= 0 or limit >= wait:
-                    raise
-                cap = limit  # the replica's --max-wait-timeout: ask for that
-                continue
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                if end is not None and clock() >= end - 0.001:
-                    raise timed_out() from None
-                if clock() - started >= min(wait, 1.0) / 2:
-                    delays = retry_delays()
-                    continue  # a capped wait ran out: queue again at once
-                # Ended early (a replica refusing at once): back off.
-            elif code not in REQUEUED_CODES:
-                raise
-        delay = next(delays)
-        if end is not None and clock() + delay >= end:
-            raise timed_out()
-        sleep(delay)
+            delay = plan.after(e)
+        if delay > 0:
+            sleep(delay)
 
 
 @dataclass
@@ -134,19 +162,22 @@ class Leadership:
         return self.fencing_token
 
 
-class Election:
-    """Campaigns for the lock `name` through `client` (see the module doc).
-    metadata: more keys stored with the value (the key "value" is the
-    election's). ttl / lock_delay: as Client.acquire. attempt_wait: the
-    longest wait of one Acquire (see requeue_until)."""
+def _check_value(value) -> None:
+    if not isinstance(value, str):
+        raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT, "value: must be a string")
+
+
+class ElectionState:
+    """The part of Election the asyncio client shares: the candidate's
+    options, its current term and what on_leadership says. Its locks are
+    never held across a call out of the library but on_leadership's."""
 
     def __init__(self, client, name: str, owner: str = "",
                  on_leadership: Optional[Callable[[bool, str], None]] = None,
                  metadata: Optional[Dict[str, str]] = None, resign_on_revoke: bool = True,
                  ttl: float = 0.0, lock_delay: float = 0.0,
                  attempt_wait: float = DEFAULT_ATTEMPT_WAIT,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic):
         if not isinstance(name, str) or not name:
             raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
                                  "name: must be a non-empty string")
@@ -162,7 +193,7 @@ class Election:
         self._resign_on_revoke = resign_on_revoke
         self._ttl, self._lock_delay = ttl, lock_delay
         self._attempt_wait = attempt_wait
-        self._clock, self._sleep = clock, sleep
+        self._clock = clock
         # _said serializes the on_leadership calls (re-entrant: a callback
         # may resign); taken before _mu, never after.
         self._said = threading.RLock()
@@ -173,41 +204,6 @@ class Election:
         self._end_said_for = None    # the hold whose end was already said
 
     # -- public ------------------------------------------------------------
-    def campaign(self, value: str, timeout: Optional[float] = None) -> Leadership:
-        """Blocks until this candidate leads (timeout None: no limit) and
-        returns the Leadership. While this candidate holds a term (leading,
-        or in doubt: see is_leader()) it returns that term at once: a second
-        Acquire would only queue behind its own hold."""
-        if not isinstance(value, str):
-            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT, "value: must be a string")
-        if timeout is not None and timeout <= 0:
-            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
-                                 "timeout is %r; it must be > 0 seconds, or None" % (timeout,))
-        with self._mu:
-            holding = self._lock is not None and self._lock.state in (HELD, SUSPENDED)
-        if holding:
-            return self.leadership
-        metadata = dict(self._metadata)
-        metadata["value"] = value
-        end = None if timeout is None else self._clock() + timeout
-
-        def attempt(wait):
-            return self._client.acquire(
-                self.name, wait_timeout=wait, owner=self.owner, metadata=metadata,
-                ttl=self._ttl, lock_delay=self._lock_delay, on_state=self._hold_changed,
-                on_revoke=self._revoke_requested)
-
-        while True:
-            left = None if end is None else end - self._clock()
-            lock = requeue_until(left if left is None or left > 0 else 0.0, attempt,
-                                 self._attempt_wait, self._clock, self._sleep)
-            with self._mu:
-                self._lock = lock
-                self._value = value
-            if lock.state in (HELD, SUSPENDED):
-                return self.leadership
-            # Lost again before campaign could return: queue again.
-
     def is_leader(self) -> bool:
         """True only while the hold is held and not in doubt."""
         with self._mu:
@@ -222,13 +218,51 @@ class Election:
                 return None
             return Leadership(self.name, self._value, lk.fencing_token, lk.lease_id, self.owner)
 
-    def proclaim(self, value: str) -> None:
-        """Replaces the leader's value, keeping the leadership. Raises
-        TurnstileError: FAILED_PRECONDITION when this candidate holds no
-        term (client-side) or the token is stale, NOT_FOUND when the hold is
-        gone, INVALID_ARGUMENT for a value beyond the limits."""
-        if not isinstance(value, str):
-            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT, "value: must be a string")
+    def observe(self, changes_only: bool = True):
+        """The election's leader changes (the client's observe of its name)."""
+        return self._client.observe(self.name, changes_only)
+
+    def leader(self, timeout: Optional[float] = None):
+        """The current leader once (the client's leader of its name)."""
+        return self._client.leader(self.name, timeout)
+
+    # -- internals ---------------------------------------------------------
+    def _campaign_plan(self, value: str, timeout: Optional[float]):
+        """campaign() begins: (the term it holds already, or None), the
+        metadata of its acquires and the end of its timeout (None: none)."""
+        _check_value(value)
+        if timeout is not None and timeout <= 0:
+            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "timeout is %r; it must be > 0 seconds, or None" % (timeout,))
+        with self._mu:
+            holding = self._lock is not None and self._lock.state in (HELD, SUSPENDED)
+        metadata = dict(self._metadata)
+        metadata["value"] = value
+        end = None if timeout is None else self._clock() + timeout
+        return (self.leadership if holding else None), metadata, end
+
+    def _acquire_options(self, metadata: Dict[str, str]) -> Dict[str, object]:
+        return dict(owner=self.owner, metadata=metadata, ttl=self._ttl,
+                    lock_delay=self._lock_delay, on_state=self._hold_changed,
+                    on_revoke=self._revoke_requested)
+
+    def _left(self, end: Optional[float]) -> Optional[float]:
+        left = None if end is None else end - self._clock()
+        return left if left is None or left > 0 else 0.0
+
+    def _took(self, lock, value: str) -> Optional[Leadership]:
+        """An attempt returned `lock`: the term, or None if it was lost
+        again before campaign could return (queue again)."""
+        with self._mu:
+            self._lock = lock
+            self._value = value
+        if lock.state in (HELD, SUSPENDED):
+            return self.leadership
+        return None
+
+    def _proclaim_plan(self, value: str):
+        """(the hold whose metadata proclaim replaces, the new metadata)."""
+        _check_value(value)
         with self._mu:
             lk = self._lock
         if lk is None or lk.state not in (HELD, SUSPENDED):
@@ -236,14 +270,16 @@ class Election:
                                  "proclaim: not the leader of %r" % self.name)
         metadata = dict(self._metadata)
         metadata["value"] = value
-        self._client.proclaim(lk.lease_id, lk.fencing_token, metadata)
+        return lk, metadata
+
+    def _proclaimed(self, lk, value: str) -> None:
         with self._mu:
             if self._lock is lk:
                 self._value = value
 
-    def resign(self) -> bool:
-        """Gives up leadership: on_leadership(False, "RESIGNED") first, then
-        the hold is released. True if it was held until now."""
+    def _resign_said(self):
+        """resign() begins: says on_leadership(False, "RESIGNED") if it
+        leads or is in doubt; returns the hold to release, or None."""
         with self._said:
             with self._mu:
                 lk = self._lock
@@ -252,25 +288,11 @@ class Election:
                 if lk is not None:
                     self._end_said_for = lk
             if lk is None or lk.state not in (HELD, SUSPENDED):
-                return False
+                return None
             if was or lk.state == SUSPENDED:
                 self._say(False, "RESIGNED")
-        if threading.current_thread() is getattr(lk, "_reader", None):
-            # Called from on_leadership on the hold's own reader: releasing
-            # waits for that reader, so let another thread do it.
-            threading.Thread(target=lk.release, name="turnstile-resign", daemon=True).start()
-            return True
-        return lk.release()
+        return lk
 
-    def observe(self, changes_only: bool = True):
-        """The election's leader changes (Client.observe of its name)."""
-        return self._client.observe(self.name, changes_only)
-
-    def leader(self, timeout: Optional[float] = None):
-        """The current leader once (Client.leader of its name)."""
-        return self._client.leader(self.name, timeout)
-
-    # -- internals ---------------------------------------------------------
     def _say(self, is_leader: bool, reason: str) -> None:
         if self._on_leadership is not None:
             self._on_leadership(is_leader, reason)
@@ -293,6 +315,67 @@ class Election:
             if say:
                 self._say(leading, reason)
 
-    def _revoke_requested(self, requester: str, reason: str) -> None:
+    def _revoke_requested(self, requester: str, reason: str):
         if self._resign_on_revoke:
-            self.resign()
+            return self.resign()
+        return None
+
+
+class Election(ElectionState):
+    """Campaigns for the lock `name` through `client` (see the module doc).
+    metadata: more keys stored with the value (the key "value" is the
+    election's). ttl / lock_delay: as Client.acquire. attempt_wait: the
+    longest wait of one Acquire (see requeue_until)."""
+
+    def __init__(self, client, name: str, owner: str = "",
+                 on_leadership: Optional[Callable[[bool, str], None]] = None,
+                 metadata: Optional[Dict[str, str]] = None, resign_on_revoke: bool = True,
+                 ttl: float = 0.0, lock_delay: float = 0.0,
+                 attempt_wait: float = DEFAULT_ATTEMPT_WAIT,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        super().__init__(client, name, owner, on_leadership, metadata, resign_on_revoke, ttl,
+                         lock_delay, attempt_wait, clock)
+        self._sleep = sleep
+
+    def campaign(self, value: str, timeout: Optional[float] = None) -> Leadership:
+        """Blocks until this candidate leads (timeout None: no limit) and
+        returns the Leadership. While this candidate holds a term (leading,
+        or in doubt: see is_leader()) it returns that term at once: a second
+        Acquire would only queue behind its own hold."""
+        term, metadata, end = self._campaign_plan(value, timeout)
+        if term is not None:
+            return term
+        options = self._acquire_options(metadata)
+
+        def attempt(wait):
+            return self._client.acquire(self.name, wait_timeout=wait, **options)
+
+        while True:
+            lock = requeue_until(self._left(end), attempt, self._attempt_wait, self._clock,
+                                 self._sleep)
+            term = self._took(lock, value)
+            if term is not None:
+                return term
+
+    def proclaim(self, value: str) -> None:
+        """Replaces the leader's value, keeping the leadership. Raises
+        TurnstileError: FAILED_PRECONDITION when this candidate holds no
+        term (client-side) or the token is stale, NOT_FOUND when the hold is
+        gone, INVALID_ARGUMENT for a value beyond the limits."""
+        lk, metadata = self._proclaim_plan(value)
+        self._client.proclaim(lk.lease_id, lk.fencing_token, metadata)
+        self._proclaimed(lk, value)
+
+    def resign(self) -> bool:
+        """Gives up leadership: on_leadership(False, "RESIGNED") first, then
+        the hold is released. True if it was held until now."""
+        lk = self._resign_said()
+        if lk is None:
+            return False
+        if threading.current_thread() is getattr(lk, "_reader", None):
+            # Called from on_leadership on the hold's own reader: releasing
+            # waits for that reader, so let another thread do it.
+            threading.Thread(target=lk.release, name="turnstile-resign", daemon=True).start()
+            return True
+        return lk.release()

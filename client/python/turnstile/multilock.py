@@ -32,7 +32,7 @@ import grpc
 
 from .client import HELD, LOST, RELEASED, SUSPENDED, WAITING, TurnstileError
 
-__all__ = ["MultiLock", "acquire_all", "canonical_order"]
+__all__ = ["MultiLock", "MultiLockState", "AllOrNothing", "acquire_all", "canonical_order"]
 
 
 def canonical_order(names: Iterable[str]) -> List[str]:
@@ -58,10 +58,37 @@ def canonical_order(names: Iterable[str]) -> List[str]:
     return sorted(names, key=lambda n: n.encode("utf-8"))
 
 
-class MultiLock:
-    """Several holds taken together by acquire_all. `locks` maps each name
-    to its Lock in canonical order; `fencing_tokens` and `lease_ids` the
-    same way. A context manager that releases every lock on exit."""
+class AllOrNothing:
+    """acquire_all's deadline as a plan both clients follow: the names in
+    canonical order, and the wait of each (wait_for): what is left of the
+    one deadline, or 0 for every name of a try-once."""
+
+    def __init__(self, names: Iterable[str], wait_timeout: float,
+                 clock: Callable[[], float] = time.monotonic):
+        self.order = canonical_order(names)
+        if wait_timeout is None or wait_timeout < 0:
+            raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
+                                 "wait_timeout is %r; it must be >= 0 seconds" % (wait_timeout,))
+        self._wait_timeout = wait_timeout
+        self._clock = clock
+        self._end = clock() + wait_timeout
+
+    def wait_for(self, name: str, taken: int) -> float:
+        if self._wait_timeout == 0:
+            return 0.0
+        left = self._end - self._clock()
+        if left < 0.001:
+            raise TurnstileError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                "acquire_all: the %.3fs deadline passed with %d of %d locks taken "
+                "(next: %r)" % (self._wait_timeout, taken, len(self.order), name))
+        return left
+
+
+class MultiLockState:
+    """The part of MultiLock the asyncio client shares: the members, the
+    set's combined state and what on_state says. Subclasses let the other
+    members go (_let_go) when one is lost."""
 
     def __init__(self, on_state: Optional[Callable[[str, str, str], None]] = None):
         self._on_state = on_state
@@ -90,35 +117,24 @@ class MultiLock:
     def lease_ids(self) -> Dict[str, str]:
         return {n: lk.lease_id for n, lk in self.locks.items()}
 
-    def release(self, timeout: float = 10.0) -> bool:
-        """Releases every lock (in reverse order). True if all were still
-        held until now; False if the set had been lost. Idempotent."""
+    def __repr__(self) -> str:
+        return "%s(state=%r, fencing_tokens=%r)" % (type(self).__name__, self.state,
+                                                     self.fencing_tokens)
+
+    # -- internals ---------------------------------------------------------
+    def _begin_release(self) -> str:
+        """release() begins: the set's state until now."""
         with self._mu:
             was = self._state
             self._releasing = True
             if self._state in (HELD, SUSPENDED, WAITING):
                 self._state = RELEASED
-        ok = self._release_all(timeout)
-        return ok and was in (HELD, SUSPENDED)
+        return was
 
-    def __enter__(self) -> "MultiLock":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def __repr__(self) -> str:
-        return "MultiLock(state=%r, fencing_tokens=%r)" % (self.state, self.fencing_tokens)
-
-    # -- internals ---------------------------------------------------------
-    def _release_all(self, timeout: float) -> bool:
-        ok = True
-        for lk in reversed(list(self.locks.values())):
-            try:
-                ok = lk.release(timeout) and ok
-            except Exception:  # noqa: BLE001 - keep releasing the others
-                ok = False
-        return ok
+    def _let_go(self) -> None:
+        """A member was lost: release the others (not on the caller's
+        thread or task, which may be a member's stream reader)."""
+        raise NotImplementedError
 
     def _member_state(self, lock, state: str, reason: str) -> None:
         """on_state of every member Lock (called by its threads)."""
@@ -135,10 +151,7 @@ class MultiLock:
             if new != old and self._on_state is not None:
                 self._on_state(new, lock.name, reason)
         if new == LOST:
-            # The set is gone: let the others go too (not on this thread,
-            # which may be a member's stream reader).
-            threading.Thread(target=self._release_all, args=(10.0,),
-                             name="turnstile-multilock-release", daemon=True).start()
+            self._let_go()
 
     def _combined(self) -> str:
         """REQUIRES: _mu held."""
@@ -148,6 +161,65 @@ class MultiLock:
         if any(s == SUSPENDED for s in states):
             return SUSPENDED
         return HELD
+
+    def _took(self, name: str, lock) -> None:
+        """acquire_all took `name`: ABORTED if a member is gone already."""
+        self.locks[name] = lock
+        with self._mu:
+            if self.lost_name is not None or any(
+                    lk.state in (LOST, RELEASED) for lk in self.locks.values()):
+                gone = self.lost_name or next(
+                    n for n, lk in self.locks.items() if lk.state in (LOST, RELEASED))
+                raise TurnstileError(
+                    grpc.StatusCode.ABORTED,
+                    "acquire_all: %r was lost (%s) while taking the others" % (
+                        gone, self.lost_reason or self.locks[gone].state))
+
+    def _complete(self) -> None:
+        """acquire_all took every name: the set is held (or ABORTED)."""
+        with self._mu:
+            self._state = self._combined()
+            if self._state == LOST:
+                raise TurnstileError(grpc.StatusCode.ABORTED,
+                                     "acquire_all: a lock was lost while taking the others")
+
+    def _abandon(self) -> None:
+        """acquire_all failed: the members taken are to be released."""
+        with self._mu:
+            self._releasing = True
+            self._state = RELEASED
+
+
+class MultiLock(MultiLockState):
+    """Several holds taken together by acquire_all. `locks` maps each name
+    to its Lock in canonical order; `fencing_tokens` and `lease_ids` the
+    same way. A context manager that releases every lock on exit."""
+
+    def release(self, timeout: float = 10.0) -> bool:
+        """Releases every lock (in reverse order). True if all were still
+        held until now; False if the set had been lost. Idempotent."""
+        was = self._begin_release()
+        ok = self._release_all(timeout)
+        return ok and was in (HELD, SUSPENDED)
+
+    def __enter__(self) -> "MultiLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _release_all(self, timeout: float) -> bool:
+        ok = True
+        for lk in reversed(list(self.locks.values())):
+            try:
+                ok = lk.release(timeout) and ok
+            except Exception:  # noqa: BLE001 - keep releasing the others
+                ok = False
+        return ok
+
+    def _let_go(self) -> None:
+        threading.Thread(target=self._release_all, args=(10.0,),
+                         name="turnstile-multilock-release", daemon=True).start()
 
 
 def acquire_all(acquire: Callable[[str, float, Callable], object], names: Iterable[str],
@@ -165,43 +237,15 @@ def acquire_all(acquire: Callable[[str, float, Callable], object], names: Iterab
     FAILED_PRECONDITION (try-once: a lock was held), ABORTED (a lock
     already taken was lost while waiting for the rest), or what acquire
     raised; in every case no lock of the set is held any more."""
-    order = canonical_order(names)
-    if wait_timeout is None or wait_timeout < 0:
-        raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
-                             "wait_timeout is %r; it must be >= 0 seconds" % (wait_timeout,))
+    plan = AllOrNothing(names, wait_timeout, clock)
     multi = MultiLock(on_state)
-    end = clock() + wait_timeout
     try:
-        for name in order:
-            if wait_timeout == 0:
-                left = 0.0
-            else:
-                left = end - clock()
-                if left < 0.001:
-                    raise TurnstileError(
-                        grpc.StatusCode.DEADLINE_EXCEEDED,
-                        "acquire_all: the %.3fs deadline passed with %d of %d locks taken "
-                        "(next: %r)" % (wait_timeout, len(multi.locks), len(order), name))
-            lock = acquire(name, left, multi._member_state)
-            multi.locks[name] = lock
-            with multi._mu:
-                if multi.lost_name is not None or any(
-                        lk.state in (LOST, RELEASED) for lk in multi.locks.values()):
-                    gone = multi.lost_name or next(
-                        n for n, lk in multi.locks.items() if lk.state in (LOST, RELEASED))
-                    raise TurnstileError(
-                        grpc.StatusCode.ABORTED,
-                        "acquire_all: %r was lost (%s) while taking the others" % (
-                            gone, multi.lost_reason or multi.locks[gone].state))
-        with multi._mu:
-            multi._state = multi._combined()
-            if multi._state == LOST:
-                raise TurnstileError(grpc.StatusCode.ABORTED,
-                                     "acquire_all: a lock was lost while taking the others")
+        for name in plan.order:
+            left = plan.wait_for(name, len(multi.locks))
+            multi._took(name, acquire(name, left, multi._member_state))
+        multi._complete()
         return multi
     except BaseException:
-        with multi._mu:
-            multi._releasing = True
-            multi._state = RELEASED
+        multi._abandon()
         multi._release_all(10.0)
         raise
