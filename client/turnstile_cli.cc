@@ -501,7 +501,9 @@ int CmdDescribe(const Globals& g, int argc, char** argv) {
       "HOLDER|WAITER position=N owner=... fencing_token=... replica=... held=/waiting=...\n"
       "(a semaphore first prints SEMAPHORE max_holders=N holders=H waiters=W). With\n"
       "--output json one object {name, contenders: [{role, position, owner, ...}]}.\n"
-      "Exit: 0; 1 server error (NOT_FOUND: NAME has no holders or waiters); 2 usage.",
+      "A free lock (no holders or waiters) is not an error: it prints\n"
+      "FREE holders=0 waiters=0 (JSON: {name, contenders: []}).\n"
+      "Exit: 0 (a free lock too); 1 server error; 2 usage.",
       1, 1, argc, argv, &rc);
   if (!parsed) return rc;
   const std::vector<std::string>& args = *parsed;
@@ -512,6 +514,13 @@ int CmdDescribe(const Globals& g, int argc, char** argv) {
   req.set_name(args[0]);
   turnstile::v1::DescribeResponse resp;
   grpc::Status s = stub->Describe(&ctx, req, &resp);
+  // The server's NOT_FOUND means nobody holds or waits for NAME: an answer
+  // (the lock is free), as every client library gives it, not a failure.
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    PrintLine(g.json() ? absl::StrCat("{\"name\":", JsonQuote(args[0]), ",\"contenders\":[]}")
+                       : "FREE holders=0 waiters=0");
+    return 0;
+  }
   if (!s.ok()) return ReportError(g, FromGrpc(s));
   auto one = [&](const turnstile::v1::Contender& c, const char* role) {
     if (g.json()) {

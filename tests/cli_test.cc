@@ -365,6 +365,29 @@ TEST_F(CliTest, JsonOutputParses) {
   EXPECT_NE(ReadFile(out).find("\"owner\":\"o\\\"wner\""), std::string::npos) << ReadFile(out);
 }
 
+// A free lock is an answer, not an error: `describe` prints FREE and exits
+// 0 (JSON: no contenders), for a name never used and for one whose holder
+// has let go; any other failure still exits 1. A command `run` cannot start
+// exits 127, as in a shell, and leaves the lock free.
+TEST_F(CliTest, DescribeOfAFreeLockSaysFreeAndExits0) {
+  const std::string out = dir_ + "/describe.txt";
+  EXPECT_EQ(CliStatus({"describe", "never-used"}, out, /*with_server=*/true), 0);
+  EXPECT_EQ(ReadFile(out), "FREE holders=0 waiters=0\n");
+  EXPECT_EQ(CliStatus({"--output", "json", "describe", "never-used"}, out, true), 0);
+  EXPECT_EQ(ReadFile(out), "{\"name\":\"never-used\",\"contenders\":[]}\n");
+
+  EXPECT_EQ(CliStatus({"run", "let-go", "--", dir_ + "/no-such-command"}, out, true), 127);
+  ASSERT_TRUE(AwaitContenders("let-go", {}));
+  EXPECT_EQ(CliStatus({"describe", "let-go"}, out, true), 0);
+  EXPECT_EQ(ReadFile(out), "FREE holders=0 waiters=0\n");
+
+  // Nobody listening: UNAVAILABLE is an error, not a free lock.
+  EXPECT_EQ(CliStatus({"--server", "127.0.0.1:1", "--rpc-timeout", "2s", "describe", "never-used"},
+                      out),
+            1);
+  EXPECT_EQ(ReadFile(out), "");
+}
+
 // Every command has its own help (--help, -h, `help COMMAND`): exactly one
 // "Usage:" header naming the command, its own flags with their defaults,
 // then the global flags. `turnstile help`, -h and --help give the general

@@ -238,19 +238,22 @@ absl::StatusOr<std::unique_ptr<Observation>> Client::Observe(
   return internal::StartObservation(impl_->stub, name, std::move(on_state), std::move(on_end));
 }
 
-absl::StatusOr<Description> Client::Describe(const std::string& name) {
+absl::StatusOr<std::optional<Description>> Client::Describe(const std::string& name) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kUnaryTimeout);
   v1::DescribeRequest req;
   req.set_name(name);
   v1::DescribeResponse resp;
-  if (absl::Status s = FromGrpc(impl_->stub->Describe(&ctx, req, &resp)); !s.ok()) return s;
+  absl::Status s = FromGrpc(impl_->stub->Describe(&ctx, req, &resp));
+  // The server answers NOT_FOUND for a lock with no holders or waiters.
+  if (absl::IsNotFound(s)) return std::optional<Description>();
+  if (!s.ok()) return s;
   Description d;
   d.name = resp.name();
   d.max_holders = resp.max_holders();
   for (const auto& c : resp.holders()) d.holders.push_back(internal::ConvertContender(c));
   for (const auto& c : resp.waiters()) d.waiters.push_back(internal::ConvertContender(c));
-  return d;
+  return std::make_optional(std::move(d));
 }
 
 const char* VerdictName(TokenCheck::Verdict verdict) {

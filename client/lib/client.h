@@ -47,6 +47,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -228,8 +229,9 @@ class Client {
   // Asks the holder of `lease_id` to let go (requester: default_owner).
   // NOT_FOUND if the lease is gone.
   absl::Status Revoke(const std::string& lease_id, const std::string& reason);
-  // Holders and waiters of `name`; NOT_FOUND if it has none.
-  absl::StatusOr<Description> Describe(const std::string& name);
+  // Holders and waiters of `name`; nullopt if nobody holds or waits for it
+  // (a free lock is an answer, not an error: the server's NOT_FOUND).
+  absl::StatusOr<std::optional<Description>> Describe(const std::string& name);
   // Names of locks with holders or waiters, in byte order, starting with
   // `prefix`; limit 0 = the server's default (1000).
   absl::StatusOr<LockNames> List(const std::string& prefix, int limit = 0);

@@ -221,10 +221,10 @@ absl::Status Election::Resign() {
 }
 
 absl::StatusOr<std::optional<Leader>> CurrentLeader(Client* client, const std::string& name) {
-  absl::StatusOr<Description> d = client->Describe(name);
-  if (absl::IsNotFound(d.status())) return std::optional<Leader>();
+  absl::StatusOr<std::optional<Description>> d = client->Describe(name);
   if (!d.ok()) return d.status();
-  return LeaderOf(d->holders);
+  if (!d->has_value()) return std::optional<Leader>();
+  return LeaderOf((*d)->holders);
 }
 
 absl::StatusOr<std::unique_ptr<Observation>> ObserveLeader(

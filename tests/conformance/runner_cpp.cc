@@ -135,13 +135,18 @@ class Runner {
     if (op == "describe") {
       auto d = client_->Describe(cmd["lock"].str);
       if (!d.ok()) return Say(UnaryError(req, d.status()));
+      // A free lock: the protocol's reply for it, as every runner's.
+      if (!d->has_value()) {
+        return Say(absl::StrCat("{\"req\":", JsonQuote(req), ",\"error\":\"NOT_FOUND\"}"));
+      }
+      const tc::Description& desc = **d;
       std::vector<std::string> holders, waiters, identities;
-      for (const auto& c : d->holders) holders.push_back(c.owner);
-      for (const auto& c : d->holders) identities.push_back(c.identity);
-      for (const auto& c : d->waiters) waiters.push_back(c.owner);
+      for (const auto& c : desc.holders) holders.push_back(c.owner);
+      for (const auto& c : desc.holders) identities.push_back(c.identity);
+      for (const auto& c : desc.waiters) waiters.push_back(c.owner);
       Say(absl::StrCat("{\"req\":", JsonQuote(req), ",\"holders\":", Strings(holders),
                        ",\"waiters\":", Strings(waiters), ",\"holder_identities\":",
-                       Strings(identities), ",\"max_holders\":", d->max_holders,
+                       Strings(identities), ",\"max_holders\":", desc.max_holders,
                        "}"));
     } else if (op == "list") {
       auto names = client_->List(cmd["prefix"].str);
