@@ -350,7 +350,7 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
         e = errno;
       }
       (void)!write(fds[1], &e, sizeof(e));
-      _exit(127);
+      _exit(kExitCannotRun);
     }
     close(fds[1]);
     if (child < 0) {
@@ -377,7 +377,7 @@ ChildOutcome RunChild(StopSignals& stop, LockWatch& watch, const std::vector<std
   if (spawn_err != 0) {
     std::fprintf(stderr, "turnstile: cannot run %s: %s\n", args[0].c_str(),
                  std::strerror(spawn_err));
-    out.code = 127;
+    out.code = kExitCannotRun;
     return out;
   }
   out.started = true;

@@ -45,6 +45,9 @@ constexpr int kExitLost = 76;
 // belongs to a contender that still waits (WAITING).
 constexpr int kExitSuperseded = 77;
 constexpr int kExitWaiting = 78;
+// `run` / `elect`: the command could not be started (not found, not
+// executable), as a shell's 127; the lock was let go.
+constexpr int kExitCannotRun = 127;
 
 struct Globals {
   std::string server = "127.0.0.1:7400";
