@@ -14,7 +14,8 @@ turnstiled from PREFIX/bin, used once `turnstile health` says SERVING.
     take_home.py --build BUILD consumers --use-setup
     take_home.py --build BUILD docs --use-setup [--readme FILE]... [--langs L,..]
     take_home.py --build BUILD cleanup    remove what `setup` made
-    take_home.py lint [--root DIR]        README length, contents, no issue numbers
+    take_home.py lint [--root DIR]        README length, contents, no issue numbers,
+                                          exit codes and installed files documented
     take_home.py --build BUILD selftest   the checks above fail when they must
 
 (ctest: take_home_setup / take_home_test / docs_test / take_home_cleanup
@@ -50,7 +51,12 @@ documents the first example of each language (sh excepted) must be runnable.
 Lint: README.md has at most 320 lines and a table of contents: a `## Contents`
 (or `## Table of contents`) heading whose list links, with #anchors, to
 every other `##` heading of the file. No tracked *.md file contains "issue"
-followed by a number (grep -rniE, any case, "#" optional).
+followed by a number (grep -rniE, any case, "#" optional). Two facts the
+documents repeat from the code: client/README.md's exit-code table has a
+row for every exit code the CLI names (client/cli_common.h's kExit...
+constants), and what `cmake --install` puts in the prefix (the CMake
+files' install() rules) is in client/lib/README.md's install table, its
+programs also in README.md.
 
 Exit status: 0 when everything checked passed, 1 on a failure (each is
 printed), 2 on usage errors.
@@ -670,6 +676,120 @@ def lint(root, readme=None, docs=None):
     return problems
 
 
+# Facts the documents repeat from the code.
+EXIT_CODES_DOC = "client/README.md"
+EXIT_CODES_SRC = "client/cli_common.h"
+INSTALL_TABLE_DOC = "client/lib/README.md"
+
+
+def section(text, heading):
+    """The lines of the `## heading` section of a Markdown text."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if re.match(r"^##\s", line):
+            inside = line[2:].strip().lower() == heading.lower()
+            continue
+        if inside:
+            out.append(line)
+    return out
+
+
+def installed_files(root):
+    """What `cmake --install` puts under the prefix, from the install()
+    rules of every CMakeLists.txt under root: bin/PROGRAM, lib/libNAME.a
+    and include/turnstile/HEADER (relative to the prefix)."""
+    found = []
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--", "CMakeLists.txt",
+                              "*/CMakeLists.txt"], check=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout
+        lists = [p for p in out.decode().split("\0") if p]
+    except (OSError, subprocess.CalledProcessError):
+        lists = []
+    if not lists:  # not a git checkout (the self-test's tree)
+        for d, dirs, names in os.walk(root):
+            dirs[:] = [x for x in dirs if x not in (".git", "build", "node_modules")]
+            if "CMakeLists.txt" in names:
+                lists.append(os.path.relpath(os.path.join(d, "CMakeLists.txt"), root))
+    for rel in sorted(lists):
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            text = re.sub(r"#[^\n]*", "", f.read())
+        for m in re.finditer(r"\binstall\s*\(([^)]*)\)", text):
+            words = m.group(1).split()
+            if not words:
+                continue
+            kind, args = words[0], words[1:]
+            stop = {"EXPORT", "RUNTIME", "ARCHIVE", "LIBRARY", "DESTINATION", "NAMESPACE",
+                    "INCLUDES", "PUBLIC_HEADER", "COMPONENT"}
+            items = []
+            for w in args:
+                if w in stop:
+                    break
+                items.append(w)
+            dests = [args[i + 1] for i, w in enumerate(args[:-1]) if w == "DESTINATION"]
+            if kind == "TARGETS":
+                for t in items:
+                    if "RUNTIME" in args:
+                        found.append("bin/" + t)
+                    if "ARCHIVE" in args:
+                        found.append("lib/lib%s.a" % t)
+            elif kind == "FILES" and dests and dests[0].endswith("/turnstile") \
+                    and "INCLUDEDIR" in dests[0]:
+                found += ["include/turnstile/" + os.path.basename(h) for h in items]
+    return sorted(set(found))
+
+
+def doc_facts(root):
+    """Problems where a document disagrees with the code it describes: the
+    CLI's exit codes (client/cli_common.h) missing from client/README.md's
+    exit-code table; installed files missing from client/lib/README.md's
+    install table, installed programs missing from README.md."""
+    problems = []
+
+    def read(rel):
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as f:
+                return f.read()
+        except OSError:
+            problems.append("%s: missing" % rel)
+            return None
+
+    src, doc = read(EXIT_CODES_SRC), read(EXIT_CODES_DOC)
+    if src is not None and doc is not None:
+        codes = {int(c): n for n, c in re.findall(r"constexpr\s+int\s+(kExit\w+)\s*=\s*(\d+)\s*;", src)}
+        if not codes:
+            problems.append("%s: no kExit... constants found" % EXIT_CODES_SRC)
+        rows = set()
+        for line in section(doc, "Exit codes"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.lstrip().startswith("|") and cells:
+                rows.update(int(n) for n in re.findall(r"\b\d+\b", cells[0]))
+        if not rows:
+            problems.append("%s: no `## Exit codes` table" % EXIT_CODES_DOC)
+        for code, name in sorted(codes.items()):
+            if rows and code not in rows:
+                problems.append("%s: the exit-code table has no row for %d (%s in %s)"
+                                % (EXIT_CODES_DOC, code, name, EXIT_CODES_SRC))
+
+    files = installed_files(root)
+    table, readme = read(INSTALL_TABLE_DOC), read("README.md")
+    if table is not None:
+        rows = "\n".join(l for l in table.split("\n") if l.lstrip().startswith("|"))
+        for f in files:
+            # A row may name a file by its path, or by its name after the
+            # first path of a cell (`include/turnstile/client.h`, `tls.h`).
+            if "`%s`" % f not in rows and not ("/" in f and f.startswith("include/") and
+                                               "`%s`" % os.path.basename(f) in rows):
+                problems.append("%s: the install table does not list `%s` (cmake --install "
+                                "installs it)" % (INSTALL_TABLE_DOC, f))
+    if readme is not None:
+        for f in files:
+            if f.startswith("bin/") and "`%s`" % f not in readme:
+                problems.append("README.md: the install section does not name `%s` "
+                                "(cmake --install installs it)" % f)
+    return problems
+
+
 # ---------------------------------------------------------------------------
 # The harness's own test
 
@@ -700,11 +820,50 @@ A marker above this line has no fence after it.
 """
 
 
+def selftest_doc_facts(root):
+    """doc_facts flags an exit code without a row and an installed program
+    missing from the install table and README.md, and passes them once
+    documented. Returns the self-test's errors."""
+    files = {
+        "client/cli_common.h": "constexpr int kExitUsage = 2;\nconstexpr int kExitCannotRun = 127;\n",
+        "CMakeLists.txt": "add_subdirectory(tools)\n",
+        "tools/CMakeLists.txt": "# install(TARGETS commented RUNTIME DESTINATION bin)\n"
+                                "install(TARGETS tool other RUNTIME DESTINATION bin)\n",
+        "client/README.md": "# t\n\n## Exit codes\n\n| code | meaning |\n|---|---|\n| 2 | usage |\n"
+                            "\n## Next\n\n| 127 | not in the exit-code section |\n",
+        "client/lib/README.md": "| Path | What |\n|---|---|\n| `bin/tool` | a tool |\n\n`bin/other`\n",
+        "README.md": "This installs `bin/tool`.\n",
+    }
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        with open(os.path.join(root, rel), "w") as f:
+            f.write(text)
+    errors = []
+    found = doc_facts(root)
+    want = ["client/README.md: the exit-code table has no row for 127",
+            "client/lib/README.md: the install table does not list `bin/other`",
+            "README.md: the install section does not name `bin/other`"]
+    for w in want:
+        if not any(p.startswith(w) for p in found):
+            errors.append("doc_facts did not report %r: %r" % (w, found))
+    if len(found) != len(want):
+        errors.append("doc_facts reported %r, expected only %r" % (found, want))
+    with open(os.path.join(root, "client/README.md"), "a") as f:
+        f.write("\n## Exit codes\n\n| 127 | CMD could not be started |\n")
+    with open(os.path.join(root, "client/lib/README.md"), "a") as f:
+        f.write("| `bin/other` | another |\n")
+    with open(os.path.join(root, "README.md"), "a") as f:
+        f.write("And `bin/other`.\n")
+    if doc_facts(root):
+        errors.append("doc_facts refused documents that match: %r" % doc_facts(root))
+    return errors
+
+
 def selftest(build):
     """The docs mode fails on a broken block and names it (file:line), passes
     a good one only with the address substituted, flags a stray marker and
     missing documents; lint flags a long README without contents and an
-    issue number."""
+    issue number, doc_facts an undocumented exit code or installed file."""
     errors = []
     tmp = make_tmp()
     try:
@@ -742,6 +901,7 @@ def selftest(build):
                     "\n\n## Usage\n\nx\n\n## The `turnstile` CLI\n\nIssue-free.\n")
         if lint(tmp, good, [good]):
             errors.append("lint refused a good document: %r" % lint(tmp, good, [good]))
+        errors += selftest_doc_facts(os.path.join(tmp, "facts"))
 
         ctx = Context(build, tmp, install(build, tmp), {}, {})
         stack = Stack(ctx)
@@ -761,8 +921,9 @@ def selftest(build):
         log("selftest FAIL: %s" % e)
     if not errors:
         log("selftest: PASS (a broken runnable block fails, named by file:line; a good one passes;"
-            " stray markers, missing documents, a long README without contents and an issue"
-            " number are all reported)")
+            " stray markers, missing documents, a long README without contents, an issue"
+            " number, an exit code without a row and an installed program not listed are all"
+            " reported)")
     return 1 if errors else 0
 
 
@@ -821,12 +982,13 @@ def main():
             for r in args.readme:
                 problems += lint(args.root, r, [r])
         else:
-            problems = lint(os.path.realpath(args.root))
+            problems = lint(os.path.realpath(args.root)) + doc_facts(os.path.realpath(args.root))
         for p in problems:
             log("lint FAIL %s" % p)
         if not problems:
             log("lint: README.md is at most %d lines with a contents list; no user document "
-                "names an issue number" % README_MAX_LINES)
+                "names an issue number; the exit-code and install tables match the code"
+                % README_MAX_LINES)
         return 1 if problems else 0
     if args.mode == "selftest":
         return selftest(build)
