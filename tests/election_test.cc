@@ -311,8 +311,8 @@ TEST_F(MultiLockTest, MultiLocksNeverDeadlock) {
           // None of the attempt's locks is still held (or awaited) by us.
           for (const auto& n : pick) {
             auto d = (*c)->Describe(n);
-            if (!d.ok()) continue;  // NOT_FOUND: nobody holds it
-            for (const auto& h : d->holders) {
+            if (!d.ok() || !d->has_value()) continue;  // free: nobody holds it
+            for (const auto& h : (*d)->holders) {
               if (h.owner == co.default_owner) ++leftovers;
             }
           }
