@@ -65,6 +65,9 @@ int ReportError(const Globals& g, const absl::Status& s) {
       s.code() == absl::StatusCode::kDeadlineExceeded) {
     return kExitNotAcquired;
   }
+  // Bad input, found here or by the server (which checks it before its
+  // policy, so the answer is the same whoever asks), is a usage error.
+  if (s.code() == absl::StatusCode::kInvalidArgument) return kExitUsage;
   return kExitError;
 }
 

@@ -469,10 +469,10 @@ int CmdCheck(const Globals& g, int argc, char** argv) {
   req.set_allow_stale(stale);
   turnstile::v1::CheckTokenResponse resp;
   if (grpc::Status s = stub->CheckToken(&ctx, req, &resp); !s.ok()) {
-    // Every error but bad input is 1, DEADLINE_EXCEEDED included (not
+    // Every error but bad input (2) is 1, DEADLINE_EXCEEDED included (not
     // ReportError's 75, "not acquired", which means nothing here).
-    (void)ReportError(g, FromGrpc(s));
-    return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? kExitUsage : kExitError;
+    const int rc = ReportError(g, FromGrpc(s));
+    return rc == kExitUsage ? rc : kExitError;
   }
   using Response = turnstile::v1::CheckTokenResponse;
   const std::string verdict = Response::Verdict_Name(resp.verdict());

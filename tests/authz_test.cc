@@ -26,6 +26,7 @@
 #include "server/rpc/cert_names.h"
 #include "server/replica.h"
 #include "tests/test_pki.h"
+#include "tests/bad_input.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
@@ -570,6 +571,41 @@ signal.pause()  # holds until the test's SIGTERM ends the process (and the strea
   EXPECT_EQ(desc.holders(0).owner(), "someone-else");
   py->Signal(SIGTERM);
   EXPECT_TRUE(py->Wait(milliseconds(20000)));
+}
+
+// Bad input is INVALID_ARGUMENT whoever asks: every RPC checks it before
+// the policy, for an identity a deny rule refuses everything and one no rule
+// matches (tests/bad_input.h, which validation_test runs without a policy).
+// The CLI exits 2 for it, as for any usage error.
+TEST_F(AuthzTest, BadInputIsInvalidArgumentBeforeThePolicyIsAsked) {
+  for (const char* identity : {kRetired, kIndexer}) {
+    auto stub = StubAs(identity);
+    for (const BadInputCall& c : BadInputCalls("other/x")) {
+      SCOPED_TRACE(absl::StrCat(identity, " ", c.rpc, ": ", c.what));
+      grpc::Status st = c.call(stub.get());
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    }
+    // The same identity with good input is refused by the policy: the
+    // table's lock is one it may not touch.
+    v1::DescribeResponse desc;
+    EXPECT_EQ(Describe(stub.get(), "other/x", &desc).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  const auto& indexer = Client(kIndexer);
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"check", "", "5"}, {"describe", ""}, {"release", "no-slash"}}) {
+    // --output json: the error comes on stdout as {"error":CODE,...}.
+    std::vector<std::string> argv = {CLI_PATH, "--server", address_, "--rpc-timeout", "10s",
+                                     "--output", "json", "--tls-ca-file", pki_.ca_file(), "--tls-cert-file",
+                                     indexer.cert, "--tls-key-file", indexer.key};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto p = ChildProcess::Spawn(argv);
+    ASSERT_TRUE(p);
+    const std::string out = p->ReadSome(milliseconds(15000));
+    auto rc = p->Wait(milliseconds(15000));
+    EXPECT_EQ(rc.value_or(-1), 2) << args[0] << ": " << out;
+    EXPECT_NE(out.find("INVALID_ARGUMENT"), std::string::npos) << args[0] << ": " << out;
+  }
 }
 
 // SIGHUP reloads the policy even when the file looks unchanged to the

@@ -22,12 +22,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/recipe/lock_name.h"
+#include "tests/bad_input.h"
 #include "tests/test_support.h"
 #include "tests/wait.h"
 #include "tests/zk_fixture.h"
@@ -637,6 +639,23 @@ TEST_F(ValidationTest, DescribeAndListArguments) {
       EXPECT_FALSE(resp.truncated());
     }
   }
+}
+
+// Every RPC, each with input that is bad whoever sends it (tests/bad_input.h;
+// authz_test runs the same calls as identities a policy denies everything).
+TEST_F(ValidationTest, EveryRpcAnswersBadInputWithInvalidArgument) {
+  const std::vector<BadInputCall> calls = BadInputCalls("bad-input");
+  std::set<std::string> covered;
+  for (const BadInputCall& c : calls) covered.insert(c.rpc);
+  const std::vector<std::string> methods = LockServiceMethods();
+  ASSERT_FALSE(methods.empty());
+  for (const std::string& m : methods) EXPECT_EQ(covered.count(m), 1u) << m << " has no row";
+  for (const BadInputCall& c : calls) {
+    SCOPED_TRACE(c.rpc + ": " + c.what);
+    grpc::Status st = c.call(s1_.get());
+    EXPECT_EQ(st.error_code(), Code::INVALID_ARGUMENT) << st.error_message();
+  }
+  ExpectLockUntouched("bad-input");
 }
 
 // ---------------------------------------------------------------------------

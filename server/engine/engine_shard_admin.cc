@@ -180,19 +180,11 @@ void EngineShard::Revoke(
     const std::string& lease_id, const std::string& requester, const std::string& reason,
     std::function<void(absl::Status, const std::string& holder_identity)> done,
     const std::string& identity) {
+  if (absl::Status s = LockEngine::ValidateRevoke(lease_id, requester, reason, options_.limits);
+      !s.ok()) {
+    return done(s, "");
+  }
   absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
-  if (!lease.ok()) return done(lease.status(), "");
-  if (requester.size() > options_.limits.max_owner_bytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-                    "requester is ", requester.size(), " bytes; the limit is ",
-                    options_.limits.max_owner_bytes)),
-                "");
-  }
-  if (reason.size() > LockEngine::kMaxRevokeReasonBytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-                    "reason is ", reason.size(), " bytes; the limit is ", LockEngine::kMaxRevokeReasonBytes)),
-                "");
-  }
   ZkSession* zk = SessionOf(lease->lock_segment);
   if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"), "");
@@ -300,13 +292,11 @@ void ProclaimWrite(ZkSession* zk, const std::string& path, uint64_t token,
 void EngineShard::Proclaim(const std::string& lease_id, uint64_t fencing_token,
                           const std::map<std::string, std::string>& metadata,
                           std::function<void(absl::Status)> done) {
-  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
-  if (!lease.ok()) return done(lease.status());
-  if (fencing_token == 0) {
-    return done(absl::InvalidArgumentError(
-        "fencing_token is 0; it must be the lease's token (Acquired.fencing_token)"));
+  if (absl::Status s = LockEngine::ValidateProclaim(lease_id, fencing_token, metadata, options_.limits);
+      !s.ok()) {
+    return done(s);
   }
-  if (absl::Status s = LockEngine::ValidateMetadata(metadata, options_.limits); !s.ok()) return done(s);
+  absl::StatusOr<LeaseId> lease = ParseLeaseId(lease_id);
   ZkSession* zk = SessionOf(lease->lock_segment);
   if (!zk->connected()) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));
@@ -470,15 +460,8 @@ void EngineShard::Describe(
 void EngineShard::List(const std::string& prefix, int limit,
                       std::function<void(absl::StatusOr<LockList>)> done,
                       std::function<bool(const std::string&)> visible) {
-  if (limit == 0) limit = 1000;
-  if (limit < 0 || limit > 10000) {
-    return done(absl::InvalidArgumentError(
-        absl::StrCat("limit is ", limit, "; it must be 0 (default 1000) or 1..10000")));
-  }
-  if (prefix.size() > kMaxLockNameBytes) {
-    return done(absl::InvalidArgumentError(absl::StrCat(
-        "prefix is ", prefix.size(), " bytes; the limit is ", kMaxLockNameBytes)));
-  }
+  if (absl::Status s = LockEngine::ValidateList(prefix, limit); !s.ok()) return done(s);
+  if (limit == 0) limit = LockEngine::kDefaultListLimit;
   ZkSession* zk = AnyConnected();  // reads only: any session of the pool answers
   if (zk == nullptr) {
     return done(absl::UnavailableError("replica has no ZooKeeper session"));

@@ -190,11 +190,7 @@ void ListForCheck(std::shared_ptr<TokenCheckJob> job) {
 
 void EngineShard::CheckToken(const std::string& name, uint64_t fencing_token, bool allow_stale,
                              std::function<void(absl::StatusOr<TokenCheck>)> done) const {
-  if (absl::Status s = ValidateLockName(name); !s.ok()) return done(s);
-  if (fencing_token == 0) {
-    return done(absl::InvalidArgumentError(
-        "fencing_token is 0; it must be a token from Acquired.fencing_token"));
-  }
+  if (absl::Status s = LockEngine::ValidateCheckToken(name, fencing_token); !s.ok()) return done(s);
   const std::string segment = EncodeLockName(name);
   ZkSession* zk = SessionOf(segment);
   if (!zk->connected()) {

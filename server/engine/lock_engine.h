@@ -330,11 +330,28 @@ class LockEngine {
   static constexpr size_t kListBatch = 128;
   // The longest revocation reason (Revoke, AcquireOpen.revoke_reason).
   static constexpr size_t kMaxRevokeReasonBytes = 256;
-  // INVALID_ARGUMENT naming the field and its limit for any Acquire input
-  // out of range (server/engine/acquire_validate.cc). Pure.
+  // The request checks (server/engine/request_validate.cc): INVALID_ARGUMENT
+  // naming the field and its limit for any input out of range, OK
+  // otherwise. Pure. The RPC adapter calls them before it asks the policy,
+  // so bad input gets INVALID_ARGUMENT whoever asks; the methods above
+  // call them again (the engine is also a library of its own).
   static absl::Status ValidateParams(const AcquireParams& p, const EngineLimits& lim);
   static absl::Status ValidateMetadata(const std::map<std::string, std::string>& metadata,
                                        const EngineLimits& lim);
+  // Release, KeepAlive's entries: the id's form (NOT_FOUND for an unknown
+  // one comes later, from ZooKeeper).
+  static absl::Status ValidateLeaseId(const std::string& lease_id);
+  static absl::Status ValidateRevoke(const std::string& lease_id, const std::string& requester,
+                                     const std::string& reason, const EngineLimits& lim);
+  static absl::Status ValidateProclaim(const std::string& lease_id, uint64_t fencing_token,
+                                       const std::map<std::string, std::string>& metadata,
+                                       const EngineLimits& lim);
+  static absl::Status ValidateCheckToken(const std::string& name, uint64_t fencing_token);
+  static absl::Status ValidateList(const std::string& prefix, int limit);
+  // The number of leases in one KeepAlive request.
+  static absl::Status ValidateKeepAlive(size_t lease_count, const EngineLimits& lim);
+  static constexpr int kDefaultListLimit = 1000;
+  static constexpr int kMaxListLimit = 10000;
   static constexpr Millis kMaxLockDelay{60000};
 
   // SIGTERM: refuse new contenders, end every wait with UNAVAILABLE.

@@ -1,9 +1,12 @@
-// LockEngine::ValidateParams: every limit of an Acquire, checked before
-// anything touches ZooKeeper. Pure (no ZooKeeper, no gRPC), so it is also
-// fuzzed (tests/fuzz/fuzz_acquire_open.cc).
+// LockEngine's request checks: every name, lease id, token, duration and
+// size of every RPC, checked before the policy is asked and before anything
+// touches ZooKeeper. Pure (no ZooKeeper, no gRPC), so the RPC adapter calls
+// them first and the Acquire checks are also fuzzed
+// (tests/fuzz/fuzz_acquire_open.cc).
 #include "absl/strings/str_cat.h"
 #include "client/common/flags.h"
 #include "server/engine/lock_engine.h"
+#include "server/recipe/lock_name.h"
 
 namespace turnstile {
 
@@ -83,6 +86,65 @@ absl::Status LockEngine::ValidateParams(const AcquireParams& p, const EngineLimi
     return absl::InvalidArgumentError(absl::StrCat(
         "max_holders is ", p.max_holders, "; it is only for semaphores (kind SEMAPHORE or "
         "UNSPECIFIED), and must be 0 for exclusive and shared locks"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateLeaseId(const std::string& lease_id) {
+  return ParseLeaseId(lease_id).status();
+}
+
+absl::Status LockEngine::ValidateRevoke(const std::string& lease_id, const std::string& requester,
+                                        const std::string& reason, const EngineLimits& lim) {
+  if (absl::Status s = ValidateLeaseId(lease_id); !s.ok()) return s;
+  if (requester.size() > lim.max_owner_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "requester is ", requester.size(), " bytes; the limit is ", lim.max_owner_bytes));
+  }
+  if (reason.size() > kMaxRevokeReasonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reason is ", reason.size(), " bytes; the limit is ", kMaxRevokeReasonBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateProclaim(const std::string& lease_id, uint64_t fencing_token,
+                                          const std::map<std::string, std::string>& metadata,
+                                          const EngineLimits& lim) {
+  if (absl::Status s = ValidateLeaseId(lease_id); !s.ok()) return s;
+  if (fencing_token == 0) {
+    return absl::InvalidArgumentError(
+        "fencing_token is 0; it must be the lease's token (Acquired.fencing_token)");
+  }
+  return ValidateMetadata(metadata, lim);
+}
+
+absl::Status LockEngine::ValidateCheckToken(const std::string& name, uint64_t fencing_token) {
+  if (absl::Status s = ValidateLockName(name); !s.ok()) return s;
+  if (fencing_token == 0) {
+    return absl::InvalidArgumentError(
+        "fencing_token is 0; it must be a token from Acquired.fencing_token");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateList(const std::string& prefix, int limit) {
+  if (limit < 0 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "limit is ", limit, "; it must be 0 (default ", kDefaultListLimit, ") or 1..",
+        kMaxListLimit));
+  }
+  if (prefix.size() > kMaxLockNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefix is ", prefix.size(), " bytes; the limit is ", kMaxLockNameBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LockEngine::ValidateKeepAlive(size_t lease_count, const EngineLimits& lim) {
+  if (lease_count == 0 || lease_count > lim.max_keepalive_leases) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_ids has ", lease_count, " entries; it must have 1..", lim.max_keepalive_leases));
   }
   return absl::OkStatus();
 }

@@ -135,11 +135,17 @@ class AcquireReactor final
                                        "the first message must be open"));
         return;
       }
-      if (!identity_.ok()) {
-        FinishAfterWrites(ToGrpc(identity_.status()));
-        return;
-      }
+      // Bad input is INVALID_ARGUMENT whoever asks: checked before the
+      // caller's identity, the policy and the quota.
       absl::StatusOr<AcquireParams> p = AcquireParamsFromProto(req_.open());
+      if (p.ok()) {
+        if (absl::Status valid =
+                LockEngine::ValidateParams(*p, svc_->engine()->options().limits);
+            !valid.ok()) {
+          p = valid;
+        }
+      }
+      if (p.ok() && !identity_.ok()) p = identity_.status();
       if (p.ok()) {
         absl::Status allowed = svc_->Authorize(*identity_, AuthzAction::kAcquire, p->name);
         if (allowed.ok() && p->revoke_holders) {

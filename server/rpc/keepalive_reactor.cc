@@ -42,16 +42,16 @@ class KeepAliveReactor final
       FinishAfterWrites(grpc::Status::OK);
       return;
     }
-    if (!identity_.ok()) {
-      FinishAfterWrites(ToGrpc(identity_.status()));
+    // Bad input is INVALID_ARGUMENT whoever asks: checked before the
+    // caller's identity and the policy (each lease's id in its own entry).
+    const size_t n = static_cast<size_t>(req_.lease_ids_size());
+    if (absl::Status valid = LockEngine::ValidateKeepAlive(n, svc_->engine()->options().limits);
+        !valid.ok()) {
+      FinishAfterWrites(ToGrpc(valid));
       return;
     }
-    size_t n = static_cast<size_t>(req_.lease_ids_size());
-    size_t limit = svc_->engine()->options().limits.max_keepalive_leases;
-    if (n == 0 || n > limit) {
-      FinishAfterWrites(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("lease_ids has ", n, " entries; it must have 1..", limit)));
+    if (!identity_.ok()) {
+      FinishAfterWrites(ToGrpc(identity_.status()));
       return;
     }
     // One request at a time: answers stay in request order.
@@ -86,8 +86,9 @@ class KeepAliveReactor final
       const std::string& lease = req_.lease_ids(static_cast<int>(i));
       // A lease the caller may not keep alive gets PERMISSION_DENIED in its
       // own entry; the others in the request are served.
-      if (absl::Status allowed = svc_->AuthorizeLease(*identity_, AuthzAction::kKeepAlive, lease);
-          !allowed.ok()) {
+      absl::Status allowed = LockEngine::ValidateLeaseId(lease);
+      if (allowed.ok()) allowed = svc_->AuthorizeLease(*identity_, AuthzAction::kKeepAlive, lease);
+      if (!allowed.ok()) {
         answer(allowed);
         continue;
       }

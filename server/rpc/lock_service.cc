@@ -147,11 +147,17 @@ void LockServiceImpl::Start(grpc::ServerCompletionQueue* cq) {
 void LockServiceImpl::Proclaim(ProclaimCall* call) {
   ProclaimCall* reactor = call;
   const v1::ProclaimRequest* req = &call->request();
+  std::map<std::string, std::string> metadata(req->metadata().begin(), req->metadata().end());
+  // Bad input is INVALID_ARGUMENT whoever asks: checked before the policy.
+  if (Refused(reactor, "Proclaim",
+              LockEngine::ValidateProclaim(req->lease_id(), req->fencing_token(), metadata,
+                                           engine_->options().limits))) {
+    return;
+  }
   absl::StatusOr<std::string> who = Authenticate(call->context(), "Proclaim");
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kProclaim, req->lease_id()) : who.status();
   if (Refused(reactor, "Proclaim", allowed)) return;
-  std::map<std::string, std::string> metadata(req->metadata().begin(), req->metadata().end());
   engine_->Proclaim(req->lease_id(), req->fencing_token(), metadata,
                     [this, reactor](absl::Status s) {
                       grpc::Status g = ToGrpc(s);
@@ -164,6 +170,7 @@ void LockServiceImpl::Proclaim(ProclaimCall* call) {
 void LockServiceImpl::Release(ReleaseCall* call) {
   ReleaseCall* reactor = call;
   const v1::ReleaseRequest* req = &call->request();
+  if (Refused(reactor, "Release", LockEngine::ValidateLeaseId(req->lease_id()))) return;
   absl::StatusOr<std::string> who = Authenticate(call->context(), "Release");
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRelease, req->lease_id()) : who.status();
@@ -183,6 +190,11 @@ void LockServiceImpl::Release(ReleaseCall* call) {
 void LockServiceImpl::Revoke(RevokeCall* call) {
   RevokeCall* reactor = call;
   const v1::RevokeRequest* req = &call->request();
+  if (Refused(reactor, "Revoke",
+              LockEngine::ValidateRevoke(req->lease_id(), req->requester(), req->reason(),
+                                         engine_->options().limits))) {
+    return;
+  }
   absl::StatusOr<std::string> who = Authenticate(call->context(), "Revoke");
   absl::Status allowed =
       who.ok() ? AuthorizeLease(*who, AuthzAction::kRevoke, req->lease_id()) : who.status();
@@ -205,6 +217,7 @@ void LockServiceImpl::Describe(DescribeCall* call) {
   DescribeCall* reactor = call;
   const v1::DescribeRequest* req = &call->request();
   v1::DescribeResponse* resp = call->response();
+  if (Refused(reactor, "Describe", ValidateLockName(req->name()))) return;
   absl::StatusOr<std::string> who = Authenticate(call->context(), "Describe");
   absl::Status allowed =
       who.ok() ? Authorize(*who, AuthzAction::kDescribe, req->name()) : who.status();
@@ -233,6 +246,10 @@ void LockServiceImpl::CheckToken(CheckTokenCall* call) {
   CheckTokenCall* reactor = call;
   const v1::CheckTokenRequest* req = &call->request();
   v1::CheckTokenResponse* resp = call->response();
+  if (Refused(reactor, "CheckToken",
+              LockEngine::ValidateCheckToken(req->name(), req->fencing_token()))) {
+    return;
+  }
   absl::StatusOr<std::string> who = Authenticate(call->context(), "CheckToken");
   absl::Status allowed =
       who.ok() ? Authorize(*who, AuthzAction::kDescribe, req->name()) : who.status();
@@ -266,6 +283,7 @@ void LockServiceImpl::List(ListCall* call) {
   ListCall* reactor = call;
   const v1::ListRequest* req = &call->request();
   v1::ListResponse* resp = call->response();
+  if (Refused(reactor, "List", LockEngine::ValidateList(req->prefix(), req->limit()))) return;
   absl::StatusOr<std::string> who = Authenticate(call->context(), "List");
   std::shared_ptr<const AuthzPolicy> policy = this->policy();
   absl::Status allowed = who.status();

@@ -36,6 +36,10 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
 
   void OnArrival() override { svc_->AwaitObserve(); }
   void OnStart() override {
+    // Bad input is INVALID_ARGUMENT whoever asks: checked before the policy.
+    if (absl::Status valid = ValidateLockName(request().name()); !valid.ok()) {
+      return End(ToGrpc(valid));
+    }
     absl::StatusOr<std::string> who = svc_->Authenticate(context(), "Observe");
     absl::Status allowed =
         who.ok() ? svc_->Authorize(*who, AuthzAction::kDescribe, request().name()) : who.status();
