@@ -101,10 +101,12 @@ void ReplicaConfig::Register(FlagSet* f) {
               "on SIGTERM, how long holders may keep their locks before LOST(shutdown)");
   f->Int("max-streams", &max_streams, "open Acquire + KeepAlive streams allowed on this replica");
   f->Int("max-streams-per-connection", &max_streams_per_connection,
-         "streams one client connection may have open at once (0 = no cap); bounds how many "
-         "stream starts one connection can queue ahead of other clients' messages, so a "
-         "flooding client delays others less; a client with more holds than this over one "
-         "channel waits on its side");
+         "streams one client connection may have open at once (0 = no cap; -1 = auto: the "
+         "largest max_streams any identity may hold under --authz-file's quotas, or "
+         "--max-streams when some identity is unbounded, plus 28 for unary calls); bounds "
+         "how many stream starts one connection can queue ahead of other clients' messages, "
+         "so a flooding client delays others less; a client with more holds than this over "
+         "one channel waits on its side");
   f->Duration("quota-refusal-delay", &quota_refusal_delay,
               "a stream refused by a quota is answered this long after its open (0 = at "
               "once); it keeps its connection's stream slot meanwhile, so with "
@@ -166,8 +168,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     return absl::InvalidArgumentError(absl::StrCat(
         "--zk-root must be an absolute path other than \"/\", got \"", c.zk_root, "\""));
   }
-  if (c.max_streams_per_connection < 0 || c.max_streams_per_connection > INT32_MAX) {
-    return absl::InvalidArgumentError("--max-streams-per-connection must be 0 (no cap) or more");
+  if (c.max_streams_per_connection < ReplicaConfig::kAutoStreamsPerConnection ||
+      c.max_streams_per_connection > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        "--max-streams-per-connection must be -1 (auto), 0 (no cap) or more");
   }
   if (c.quota_refusal_delay < Millis(0) || c.quota_refusal_delay > Millis(10000)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -293,9 +297,11 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   // --listen would bind too and silently take a share of the connections.
   // Without it, the second one fails to start with "address in use".
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  if (c.max_streams_per_connection > 0) {
+  r->stream_cap_ =
+      PerConnectionStreamCap(c, r->policy_ ? &r->policy_->current()->quotas() : nullptr);
+  if (r->stream_cap_ > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                               static_cast<int>(c.max_streams_per_connection));
+                               static_cast<int>(r->stream_cap_));
   }
   builder.AddListeningPort(c.listen, creds, &r->port_);
   r->service_->Register(&builder);
@@ -331,7 +337,33 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   return r;
 }
 
-bool Replica::ReloadPolicy() { return policy_ != nullptr && policy_->Reload(true); }
+bool Replica::ReloadPolicy() {
+  if (policy_ == nullptr || !policy_->Reload(true)) return false;
+  CheckStreamCap();
+  return true;
+}
+
+void Replica::CheckStreamCap() const {
+  if (config_.max_streams_per_connection != ReplicaConfig::kAutoStreamsPerConnection) return;
+  const int64_t wanted = PerConnectionStreamCap(config_, &policy_->current()->quotas());
+  if (wanted <= stream_cap_) return;
+  std::fprintf(stderr,
+               "turnstiled: authz policy %s: its quotas let one identity hold more streams "
+               "than the per-connection cap of %lld fixed at start admits (%lld wanted); a "
+               "client with that many streams on one connection waits on its side until "
+               "this replica restarts\n",
+               policy_->path().c_str(), static_cast<long long>(stream_cap_),
+               static_cast<long long>(wanted));
+}
+
+int64_t PerConnectionStreamCap(const ReplicaConfig& c, const QuotaSet* quotas) {
+  if (c.max_streams_per_connection != ReplicaConfig::kAutoStreamsPerConnection) {
+    return c.max_streams_per_connection;
+  }
+  const int64_t bound = quotas != nullptr ? quotas->StreamBound() : 0;
+  const int64_t most = bound > 0 ? std::min(bound, c.max_streams) : c.max_streams;
+  return std::min<int64_t>(most + kConnectionStreamHeadroom, INT32_MAX);
+}
 
 bool Replica::ReloadCrl() { return verifier_ != nullptr && verifier_->ReloadCrl(true); }
 
@@ -351,7 +383,7 @@ int64_t Replica::tls_not_after() const {
 
 void Replica::ScheduleFileChecks() {
   housekeeping_->ScheduleAfter(std::chrono::milliseconds(250), [this] {
-    if (policy_ != nullptr) policy_->Reload(false);
+    if (policy_ != nullptr && policy_->Reload(false)) CheckStreamCap();
     if (verifier_ != nullptr) verifier_->ReloadCrl(false);
     if (verifier_ != nullptr) verifier_->ReloadCa(false);
     if (serving_cert_ != nullptr && serving_cert_->Reload(false) && metrics_) {

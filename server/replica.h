@@ -31,6 +31,7 @@ class CqThread;
 }
 class Metrics;
 class PolicyFile;
+class QuotaSet;
 
 struct ReplicaConfig {
   std::string listen = "127.0.0.1:7400";
@@ -43,9 +44,11 @@ struct ReplicaConfig {
   std::string replica_id;  // default: <hostname>-<pid>
   Millis drain_timeout{10000};
   int64_t max_streams = 10000;
+  static constexpr int64_t kAutoStreamsPerConnection = -1;
   // Streams one client connection may have open at once (HTTP/2's
-  // SETTINGS_MAX_CONCURRENT_STREAMS); 0: gRPC's default (no cap).
-  int64_t max_streams_per_connection = 0;
+  // SETTINGS_MAX_CONCURRENT_STREAMS); 0: gRPC's default (no cap);
+  // kAutoStreamsPerConnection: PerConnectionStreamCap decides.
+  int64_t max_streams_per_connection = -1;
   // A stream refused by a quota is answered this long after its open
   // (LockServiceImpl::SetQuotaRefusalDelay); 0: at once.
   Millis quota_refusal_delay{50};
@@ -104,6 +107,18 @@ struct ReplicaConfig {
 inline constexpr char kLivenessService[] = "liveness";
 // Largest --zk-sessions.
 inline constexpr int64_t kMaxZkSessions = 64;
+// Under the automatic per-connection stream cap, the streams a connection
+// may open beyond the most its identity may hold: room for unary calls in
+// flight (28 over a max_streams of 100 is the cap of 128 that kept a
+// flood's cost to others at 1x, deploy/README.md).
+inline constexpr int64_t kConnectionStreamHeadroom = 28;
+// The per-connection stream cap in force: --max-streams-per-connection
+// unless it is auto (-1, the default); auto derives it from the policy's
+// quotas (`quotas`, null without a policy): the largest max_streams any
+// identity may hold, or --max-streams when some identity is unbounded, plus
+// kConnectionStreamHeadroom. A connection within its quota never waits for
+// a slot; a flood's connection holds at most that many opens in hand.
+int64_t PerConnectionStreamCap(const ReplicaConfig& c, const QuotaSet* quotas);
 
 class Replica {
  public:
@@ -151,6 +166,8 @@ class Replica {
   bool ReloadTls();
   // The serving certificate's notAfter (Unix seconds); 0 without TLS.
   int64_t tls_not_after() const;
+  // The per-connection stream cap the server was built with (0: none).
+  int64_t per_connection_stream_cap() const { return stream_cap_; }
 
  private:
   Replica() = default;
@@ -161,6 +178,9 @@ class Replica {
   // Four times a second on the housekeeping thread: reloads a changed policy or
   // CRL file.
   void ScheduleFileChecks();
+  // After a policy reload: warns when a quota now lets one identity hold
+  // more streams than the per-connection cap fixed at start admits.
+  void CheckStreamCap() const;
 
   ReplicaConfig config_;
   int port_ = 0;
@@ -185,6 +205,7 @@ class Replica {
   std::unique_ptr<rpc::CqThread> cq_thread_;
   std::unique_ptr<grpc::Server> server_;
   bool stopped_ = false;
+  int64_t stream_cap_ = 0;
   size_t trim_peak_streams_ = 0;  // timer thread only
   // Last: destroyed first, so no scrape reads a dying engine.
   std::unique_ptr<Metrics> metrics_;

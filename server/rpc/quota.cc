@@ -120,6 +120,18 @@ absl::StatusOr<QuotaSet> QuotaSet::FromProto(const v1::AuthzPolicy& msg) {
   return set;
 }
 
+uint32_t QuotaSet::StreamBound() const {
+  // An identity no quota names falls to the default quota; without one it
+  // is unbounded.
+  if (!default_ || default_->max_streams == 0) return 0;
+  uint32_t bound = default_->max_streams;
+  for (const QuotaLimits& q : quotas_) {
+    if (q.max_streams == 0) return 0;
+    bound = std::max(bound, q.max_streams);
+  }
+  return bound;
+}
+
 const QuotaLimits* QuotaSet::For(absl::string_view identity) const {
   const QuotaLimits* best = nullptr;
   int best_spec = -1;

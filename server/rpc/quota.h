@@ -47,6 +47,11 @@ class QuotaSet {
   // compare identities), the first listed on a tie, else the default
   // quota; null when neither applies (no limit).
   const QuotaLimits* For(absl::string_view identity) const;
+  // The most streams any one identity may hold on a replica under these
+  // quotas, or 0 when some identity is unbounded (no default quota, or a
+  // quota without max_streams). What --max-streams-per-connection's auto
+  // value is derived from.
+  uint32_t StreamBound() const;
   size_t size() const { return quotas_.size() + (default_ ? 1 : 0); }
 
  private:
