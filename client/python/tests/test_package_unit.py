@@ -1,6 +1,7 @@
 """The package's import surface, with no server: one import name
 (`turnstile`) exporting the client, election and multi-lock API, the
-generated stubs inside it (turnstile.v1), and the version of pyproject.toml.
+asyncio client (turnstile.aio) inside it, the generated stubs inside it
+(turnstile.v1), and the version of pyproject.toml.
 
     PYTHONPATH=build/python /usr/bin/python3 -m unittest discover -s client/python/tests
 """
@@ -56,6 +57,20 @@ class PackageTest(unittest.TestCase):
             m = re.search(r'^version = "([^"]+)"', f.read(), re.M)
         self.assertIsNotNone(m)
         self.assertEqual(turnstile.__version__, m.group(1))
+
+    def test_the_asyncio_client_ships_in_the_package(self):
+        import turnstile.aio
+        for name in turnstile.aio.__all__:
+            self.assertTrue(hasattr(turnstile.aio, name), name)
+        # One error type and one set of states for both clients.
+        self.assertIs(turnstile.aio.TurnstileError, turnstile.TurnstileError)
+        self.assertEqual(turnstile.aio.HELD, turnstile.HELD)
+        # pip installs only the packages pyproject.toml lists.
+        path = os.path.join(HERE, "..", "pyproject.toml")
+        with open(path, encoding="utf-8") as f:
+            m = re.search(r'^packages = \[([^\]]*)\]', f.read(), re.M)
+        self.assertIsNotNone(m)
+        self.assertIn('"turnstile.aio"', m.group(1))
 
     def test_default_target_is_the_documented_address(self):
         import inspect

@@ -528,6 +528,27 @@ def check_name(name) -> None:
                              "name: must be a non-empty string")
 
 
+class LeaderSearch:
+    """Client.leader's rule (both clients): the first LEADER or NO_LEADER
+    item answers (its `leader`, None for NO_LEADER); UNKNOWN items are
+    waited through until the timeout."""
+
+    def __init__(self, name: str, timeout: float):
+        self._name, self._timeout = name, timeout
+        self._last = ""
+
+    def answers(self, item: LeaderEvent) -> bool:
+        if item.kind in (LEADER, NO_LEADER):
+            return True
+        self._last = item.message
+        return False
+
+    def timed_out(self) -> TurnstileError:
+        return TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                              "the leader of %r stayed unknown for %.1fs (%s)" % (
+                                  self._name, self._timeout, self._last or "no state received"))
+
+
 class ObservationState:
     """What an Observe stream's events and failures become, the part of
     Observation that the asyncio client shares: an item to yield (or None:
@@ -662,7 +683,36 @@ def tls_credentials(ca_file: Optional[str] = None, cert_file: Optional[str] = No
         certificate_chain=read(cert_file) if cert_file else None)
 
 
-class Client:
+class Connection:
+    """A channel to a replica and the stub on it, made the same way for
+    both clients (the options are turnstile.Client's): of grpc's channels,
+    or of grpc.aio's for turnstile.aio.Client."""
+
+    _channels = grpc
+
+    def __init__(self, target: str = "127.0.0.1:7400",
+                 credentials: Optional[grpc.ChannelCredentials] = None,
+                 timeout: float = 10.0, options=None, retry_unavailable: bool = True,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None):
+        self._pb2, pb2_grpc = load_stubs()
+        self.target = target
+        self.timeout = timeout
+        self.retry_unavailable = retry_unavailable
+        if credentials is None:
+            credentials = tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
+        if credentials is not None:
+            self._channel = self._channels.secure_channel(target, credentials, options=options)
+        else:
+            self._channel = self._channels.insecure_channel(target, options=options)
+        self._stub = pb2_grpc.LockServiceStub(self._channel)
+        self._opened()
+
+    def _opened(self) -> None:
+        """The end of __init__: the asyncio client's own state."""
+
+
+class Client(Connection):
     """A connection to one turnstile replica.
 
     target: "host:port", or any gRPC target, e.g. "ipv4:10.0.0.1:7400,10.0.0.2:7400"
@@ -680,23 +730,6 @@ class Client:
     several replicas the retry reaches a live one. The retry joins the queue
     again at its end. Try-once (wait_timeout 0) is never retried.
     """
-
-    def __init__(self, target: str = "127.0.0.1:7400",
-                 credentials: Optional[grpc.ChannelCredentials] = None,
-                 timeout: float = 10.0, options=None, retry_unavailable: bool = True,
-                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
-                 tls_key_file: Optional[str] = None):
-        self._pb2, pb2_grpc = load_stubs()
-        self.target = target
-        self.timeout = timeout
-        self.retry_unavailable = retry_unavailable
-        if credentials is None:
-            credentials = tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
-        if credentials is not None:
-            self._channel = grpc.secure_channel(target, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(target, options=options)
-        self._stub = pb2_grpc.LockServiceStub(self._channel)
 
     def close(self) -> None:
         """Closes the channel; open Acquire streams are cancelled (their
@@ -813,20 +846,15 @@ class Client:
         timer = threading.Timer(timeout, obs.close)
         timer.daemon = True
         timer.start()
-        last = ""
+        search = LeaderSearch(name, timeout)
         try:
             for item in obs:
-                if item.kind == LEADER:
+                if search.answers(item):
                     return item.leader
-                if item.kind == NO_LEADER:
-                    return None
-                last = item.message
         finally:
             timer.cancel()
             obs.close()
-        raise TurnstileError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                             "the leader of %r stayed unknown for %.1fs (%s)" % (
-                                 name, timeout, last or "no state received"))
+        raise search.timed_out()
 
     def acquire_all(self, names: List[str], wait_timeout: float = 60.0,
                     on_state: Optional[Callable[[str, str, str], None]] = None,

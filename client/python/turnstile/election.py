@@ -228,8 +228,10 @@ class ElectionState:
 
     # -- internals ---------------------------------------------------------
     def _campaign_plan(self, value: str, timeout: Optional[float]):
-        """campaign() begins: (the term it holds already, or None), the
-        metadata of its acquires and the end of its timeout (None: none)."""
+        """campaign() begins: (the term it holds already, or None), its
+        attempt(wait) (one acquire through the client: a held Lock, or an
+        awaitable of one from the asyncio client) and the end of its timeout
+        (None: none)."""
         _check_value(value)
         if timeout is not None and timeout <= 0:
             raise TurnstileError(grpc.StatusCode.INVALID_ARGUMENT,
@@ -239,12 +241,13 @@ class ElectionState:
         metadata = dict(self._metadata)
         metadata["value"] = value
         end = None if timeout is None else self._clock() + timeout
-        return (self.leadership if holding else None), metadata, end
 
-    def _acquire_options(self, metadata: Dict[str, str]) -> Dict[str, object]:
-        return dict(owner=self.owner, metadata=metadata, ttl=self._ttl,
-                    lock_delay=self._lock_delay, on_state=self._hold_changed,
-                    on_revoke=self._revoke_requested)
+        def attempt(wait):
+            return self._client.acquire(
+                self.name, wait_timeout=wait, owner=self.owner, metadata=metadata,
+                ttl=self._ttl, lock_delay=self._lock_delay, on_state=self._hold_changed,
+                on_revoke=self._revoke_requested)
+        return (self.leadership if holding else None), attempt, end
 
     def _left(self, end: Optional[float]) -> Optional[float]:
         left = None if end is None else end - self._clock()
@@ -343,14 +346,9 @@ class Election(ElectionState):
         returns the Leadership. While this candidate holds a term (leading,
         or in doubt: see is_leader()) it returns that term at once: a second
         Acquire would only queue behind its own hold."""
-        term, metadata, end = self._campaign_plan(value, timeout)
+        term, attempt, end = self._campaign_plan(value, timeout)
         if term is not None:
             return term
-        options = self._acquire_options(metadata)
-
-        def attempt(wait):
-            return self._client.acquire(self.name, wait_timeout=wait, **options)
-
         while True:
             lock = requeue_until(self._left(end), attempt, self._attempt_wait, self._clock,
                                  self._sleep)
