@@ -2,7 +2,8 @@
 # tests/conformance/scenarios.json for every client language, each its own
 # ctest entry (label conformance), run by tests/conformance/harness.py
 # against a ZooKeeper and turnstiled processes it starts. The languages
-# built so far: C++ (the runner below), Python, Node.js
+# built so far: C++ (the runner below), Python (threaded: runner.py; asyncio,
+# turnstile.aio: runner_aio.py, the language python_aio), Node.js
 # (runner_node.js; client/node's npm packages come from
 # deploy/local/install-node-deps.sh, run by tests/run.sh), Java
 # (client/java, built by the target below) and Go (client/go, built by
@@ -73,7 +74,7 @@ file(READ ${CMAKE_CURRENT_SOURCE_DIR}/conformance/scenarios.json conformance_jso
 string(REGEX MATCHALL "\"name\": \"[a-z_]+\"" conformance_names "${conformance_json}")
 foreach(entry ${conformance_names})
   string(REGEX REPLACE "\"name\": \"([a-z_]+)\"" "\\1" scenario "${entry}")
-  foreach(lang cpp python node java go)
+  foreach(lang cpp python python_aio node java go)
     add_test(NAME conformance_${lang}_${scenario}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/conformance/harness.py
                      --build ${CMAKE_BINARY_DIR} --lang ${lang} ${scenario})

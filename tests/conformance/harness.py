@@ -6,7 +6,7 @@ library (or several: "mixed"), against a real ZooKeeper and real turnstiled
 replicas that this harness starts on loopback (free ports, a temp dir) and
 stops by PID:
 
-    harness.py --build BUILD_DIR --lang cpp|python|node|java|go|mixed SCENARIO
+    harness.py --build BUILD_DIR --lang cpp|python|python_aio|node|java|go|mixed SCENARIO
 
 Exit status 0 when every expectation of the scenario held, 1 otherwise (the
 first failure is printed), 2 on usage errors. Every wait has a deadline;
@@ -254,6 +254,8 @@ def runner_argv(lang, build):
         return [os.path.join(build, "tests", "conformance_runner_cpp")]
     if lang == "python":
         return ["/usr/bin/python3", os.path.join(HERE, "runner.py")]
+    if lang == "python_aio":  # the asyncio library, turnstile.aio
+        return ["/usr/bin/python3", os.path.join(HERE, "runner_aio.py")]
     if lang == "node":
         return [shutil.which("node") or "/usr/bin/node", os.path.join(HERE, "runner_node.js")]
     if lang == "java":
@@ -279,7 +281,7 @@ def runner_argv(lang, build):
 
 def runner_env(lang, build):
     env = dict(os.environ)
-    if lang == "python":
+    if lang in ("python", "python_aio"):
         # The package `turnstile` as the CMake build assembles it.
         env["PYTHONPATH"] = os.path.join(build, "python")
     if lang == "node":
@@ -707,7 +709,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True)
     ap.add_argument("--lang", required=True,
-                    help="cpp, python, node, java, go, mixed (every built language, round robin), or broken "
+                    help="cpp, python, python_aio (turnstile.aio), node, java, go, mixed (every "
+                         "built language, round robin), or broken "
                          "(a runner that grants everything: the harness's own test)")
     ap.add_argument("--scenarios", default=os.path.join(HERE, "scenarios.json"))
     ap.add_argument("scenario")
@@ -718,7 +721,8 @@ def main():
         print("no scenario %r (have: %s)" % (args.scenario, ", ".join(sorted(scenarios))),
               file=sys.stderr)
         return 2
-    langs = ["cpp", "python", "node", "java", "go"] if args.lang == "mixed" else [args.lang]
+    langs = (["cpp", "python", "node", "java", "go", "python_aio"] if args.lang == "mixed"
+             else [args.lang])
     start = time.monotonic()
     try:
         Scenario(scenarios[args.scenario], langs, os.path.abspath(args.build)).run()
