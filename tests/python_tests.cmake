@@ -34,3 +34,12 @@ add_test(NAME python_check_token_live_test
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python_check_token_live_test.py
                  --build ${CMAKE_BINARY_DIR})
 set_tests_properties(python_check_token_live_test PROPERTIES TIMEOUT 120 LABELS python)
+
+# The asyncio client (turnstile.aio) against a real replica: a cancelled
+# wait leaves no node (ZooKeeper's own listing, within the session
+# timeout), and 1,000 waiters in one process cost no thread and are granted
+# in the order they queued.
+add_test(NAME python_aio_live_test
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/python_aio_live_test.py
+                 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(python_aio_live_test PROPERTIES TIMEOUT 300 LABELS python)

@@ -149,6 +149,7 @@ class Replica:
 
     def __init__(self, build, zk, root, index, extra=(), health_env=None, wait=True):
         self.index = index
+        self.zk_connect, self.zk_root = zk.connect, root  # where its locks' nodes live
         extra = list(extra)
         if wait and health_env is None and "--tls-cert-file" in extra:
             raise Failure("replica %d uses TLS: give health_env (TURNSTILE_TLS_* of a client "
