@@ -40,9 +40,11 @@ setup() {
   export PIP_DISABLE_PIP_VERSION_CHECK=1
   "$python" -m venv --system-site-packages "$work/venv"
   "$work/venv/bin/pip" install --quiet --no-build-isolation --no-index "$work/src/client/python"
-  # Imported from the venv, not from a source tree.
+  # Imported from the venv, not from a source tree: the package, its
+  # stubs and its asyncio client.
   (cd "$work" && "$work/venv/bin/python" -c \
-    'import turnstile, turnstile.v1.lock_pb2 as p; assert "/venv/" in p.__file__, p.__file__')
+    'import turnstile, turnstile.aio, turnstile.v1.lock_pb2 as p
+for m in (p, turnstile.aio): assert "/venv/" in m.__file__, m.__file__')
 }
 
 run() {

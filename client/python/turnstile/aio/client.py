@@ -118,12 +118,17 @@ class Lock(HoldState):
     # -- public ------------------------------------------------------------
     @property
     def state(self) -> str:
+        """The hold's state, the clock applied first: the watchdog is a
+        timer of the loop, and a loop blocked past the hold's validity must
+        read 'lost' (or 'suspended'), never a stale 'held'."""
+        if self._watchdog_on:
+            self._watchdog_look()
         return self._state
 
     @property
     def held(self) -> bool:
         """True while the lock is certainly held (state 'held')."""
-        return self._state == HELD
+        return self.state == HELD
 
     async def wait_for_state(self, *states: str, timeout: Optional[float] = None) -> bool:
         """Waits until state is one of `states`; False on timeout."""
