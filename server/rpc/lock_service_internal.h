@@ -85,7 +85,7 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
       mu_.Unlock();
       return;
     }
-    finish_ = std::move(status);
+    finish_ = std::make_unique<grpc::Status>(std::move(status));
     PumpAndUnlock();
   }
 
@@ -96,11 +96,15 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
   void FinishRefused(LockServiceImpl* svc, grpc::Status status) {
     gpr_timespec deadline;
     if (svc->TakeRefusalPause(&deadline)) {
-      refusal_ = std::move(status);
-      refusal_svc_ = svc;
-      if (this->StartPause(deadline)) return;
+      // The stream's own lifetime covers the pause (StartPause counts it
+      // as an op in flight).
+      if (this->StartPause(svc->cq(), deadline, [this, svc, status](bool) {
+            svc->EndRefusalPause();
+            FinishAfterWrites(status);  // a no-op once cancelled
+          })) {
+        return;
+      }
       svc->EndRefusalPause();
-      status = std::move(*refusal_);
     }
     FinishAfterWrites(std::move(status));
   }
@@ -110,7 +114,7 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     writing_ = false;
     const bool probe = current_is_probe_;
     current_is_probe_ = false;
-    current_.Clear();  // a waiter may keep its stream for hours: drop the sent payload
+    current_.reset();  // a waiter may keep its stream for hours: drop the sent payload
     if (!ok) queue_.clear();  // the stream broke; OnDone follows
     PumpAndUnlock();
     if (probe && ok) OnProbeWritten();
@@ -136,13 +140,13 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     }
     if (queue_.size() == 1 && finish_) {
       finished_ = true;
-      current_ = std::move(queue_.front().msg);
+      current_ = std::make_unique<Resp>(std::move(queue_.front().msg));
       queue_.pop_front();
       grpc::Status s = *finish_;
       mu_.Unlock();
       OnFinishing(s);
       // current_ is not touched again: finished_ ends the queue.
-      this->StartWriteAndFinish(&current_, grpc::WriteOptions(), s);
+      this->StartWriteAndFinish(current_.get(), grpc::WriteOptions(), s);
       return;
     }
     if (queue_.size() == 1 && hold_last_) {  // FinishAfterWrites follows
@@ -151,12 +155,12 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     }
     if (!queue_.empty()) {
       writing_ = true;
-      current_ = std::move(queue_.front().msg);
+      current_ = std::make_unique<Resp>(std::move(queue_.front().msg));
       current_is_probe_ = queue_.front().probe;
       queue_.pop_front();
       mu_.Unlock();
       // gRPC reads current_ until OnWriteDone; nothing writes it while writing_.
-      this->StartWrite(&current_);
+      this->StartWrite(current_.get());
       return;
     }
     if (finish_) {
@@ -168,10 +172,6 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
       return;
     }
     mu_.Unlock();
-  }
-  void OnPauseOver(bool) override {
-    refusal_svc_->EndRefusalPause();
-    FinishAfterWrites(std::move(*refusal_));  // a no-op once cancelled
   }
   // Called once, just before Finish (metrics).
   virtual void OnFinishing(const grpc::Status&) {}
@@ -193,17 +193,15 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
   };
   std::list<Queued> queue_ ABSL_GUARDED_BY(mu_);
   // The message gRPC is writing: set under mu_, then read by gRPC (by
-  // address, after mu_ is released) until OnWriteDone.
-  Resp current_ ABSL_GUARDED_BY(mu_);
+  // address, after mu_ is released) until OnWriteDone. On the heap, as the
+  // status below: a waiting stream (W5 keeps 20,000) has neither.
+  std::unique_ptr<Resp> current_ ABSL_GUARDED_BY(mu_);
   bool current_is_probe_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_last_ ABSL_GUARDED_BY(mu_) = false;  // see Send
-  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  // FinishRefused's status while it waits (the queue's thread only).
-  std::optional<grpc::Status> refusal_;
-  LockServiceImpl* refusal_svc_ = nullptr;
 };
 
 }  // namespace lock_service_internal

@@ -88,20 +88,23 @@ bool LockServiceImpl::TakeRefusalPause(gpr_timespec* deadline) {
 absl::Status QuotaSlot::OpenStream(LockServiceImpl* svc, grpc::ServerContext* ctx,
                                    const absl::StatusOr<std::string>& identity,
                                    const char* method) {
-  svc_ = svc;
-  who_ = svc->QuotaIdentityOf(ctx, identity);
-  return svc->OpenQuotaStream(who_, method, &stream_);
+  std::string who = svc->QuotaIdentityOf(ctx, identity);
+  bool counted = false;
+  absl::Status s = svc->OpenQuotaStream(who, method, &counted);
+  if (counted) counted_ = std::make_unique<Counted>(Counted{svc, std::move(who)});
+  return s;
 }
 
 absl::Status QuotaSlot::OpenContender(absl::string_view lock) {
-  if (svc_ == nullptr || !stream_) return absl::OkStatus();
-  return svc_->OpenQuotaContender(who_, lock, &contender_);
+  if (counted_ == nullptr) return absl::OkStatus();
+  return counted_->svc->OpenQuotaContender(counted_->who, lock, &counted_->contender);
 }
 
 void QuotaSlot::Close() {
-  if (contender_) svc_->CloseQuotaContender(who_);
-  if (stream_) svc_->CloseQuotaStream(who_);
-  contender_ = stream_ = false;
+  if (counted_ == nullptr) return;
+  if (counted_->contender) counted_->svc->CloseQuotaContender(counted_->who);
+  counted_->svc->CloseQuotaStream(counted_->who);
+  counted_.reset();
 }
 
 }  // namespace turnstile

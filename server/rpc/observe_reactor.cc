@@ -51,8 +51,12 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
       // Answered after the replica's refusal delay (see FinishRefused).
       gpr_timespec deadline;
       if (svc_->TakeRefusalPause(&deadline)) {
-        refusal_ = ToGrpc(q);
-        if (StartPause(deadline)) return;
+        if (StartPause(svc_->cq(), deadline, [this, refusal = ToGrpc(q)](bool) {
+              svc_->EndRefusalPause();
+              End(refusal);  // a no-op once cancelled
+            })) {
+          return;
+        }
         svc_->EndRefusalPause();
       }
       return End(ToGrpc(q));
@@ -100,10 +104,6 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
   void OnCancel() override {
     CancelPause();
     End(grpc::Status::CANCELLED);
-  }
-  void OnPauseOver(bool) override {
-    svc_->EndRefusalPause();
-    End(std::move(*refusal_));  // a no-op once cancelled
   }
   void OnDone() ABSL_LOCKS_EXCLUDED(mu_) override {
     uint64_t id;
@@ -177,7 +177,6 @@ class ObserveReactor final : public rpc::ServerStreamCall<v1::ObserveRequest, v1
   std::weak_ptr<ObserveReactor> weak_self_;
   bool counted_ = false;
   QuotaSlot quota_;  // on the stream's start and done, which gRPC serializes
-  std::optional<grpc::Status> refusal_;  // a quota refusal while it waits (the queue's thread)
   // Before LockObservers' lock (OnStart may Stop with it held); no other
   // lock is taken with it, and gRPC is called only after it is released.
   absl::Mutex mu_;
