@@ -379,8 +379,9 @@ func contender(c *pb.Contender) Contender {
 	return out
 }
 
-// Describe returns the holders and waiters of a lock; NOT_FOUND (as
-// status.Code(err)) if nobody holds or waits for it.
+// Describe returns the holders and waiters of a lock, or nil and no error
+// for a free lock (nobody holds or waits for it: the server's NOT_FOUND is
+// an answer, not a failure).
 func (c *Client) Describe(ctx context.Context, name string) (*Description, error) {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
@@ -389,6 +390,9 @@ func (c *Client) Describe(ctx context.Context, name string) (*Description, error
 		r, err = c.stub.Describe(ctx, &pb.DescribeRequest{Name: name})
 		return err
 	})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -63,8 +63,8 @@ func TestLiveDescribeListMetadata(t *testing.T) {
 	if err != nil || truncated || len(names) != 1 || names[0] != "live/meta" {
 		t.Fatalf("list %v %v %v", names, truncated, err)
 	}
-	if _, err := b.Describe(ctx, "live/none"); status.Code(err) != codes.NotFound {
-		t.Fatalf("describe of nothing: %v", err)
+	if d, err := b.Describe(ctx, "live/none"); d != nil || err != nil {
+		t.Fatalf("describe of a free lock: %v %v, not nil and no error", d, err)
 	}
 	if h.ValidFor() <= 0 || h.State() != StateHeld {
 		t.Fatalf("hold %v valid for %v", h.State(), h.ValidFor())
@@ -409,11 +409,11 @@ func TestLiveElectionCampaignObserveProclaim(t *testing.T) {
 func waitersOf(t *testing.T, c *Client, name string) int {
 	t.Helper()
 	d, err := c.Describe(context.Background(), name)
-	if status.Code(err) == codes.NotFound {
-		return 0
-	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d == nil {
+		return 0
 	}
 	return len(d.Waiters)
 }

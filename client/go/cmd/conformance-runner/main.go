@@ -187,6 +187,10 @@ func (r *runner) unary(cmd command) {
 			fail(err)
 			return
 		}
+		if d == nil { // a free lock: the protocol's reply for it, as every runner's
+			say(map[string]interface{}{"req": cmd.Req, "error": "NOT_FOUND"})
+			return
+		}
 		holders, waiters, identities := []string{}, []string{}, []string{}
 		for _, c := range d.Holders {
 			holders = append(holders, c.Owner)
