@@ -243,7 +243,8 @@ def check_fifo(build, package, target):
                        timeout=FIFO_WITHIN + 30)
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
     if r.returncode != 0 or not lines:
-        raise Check("the --fifo child exited %d: %s" % (r.returncode, (r.stdout + r.stderr)[-2000:]))
+        raise Check("the --fifo child exited %d: %s"
+                    % (r.returncode, (r.stdout + r.stderr)[-2000:]))
     res = json.loads(lines[-1])
     print("%(waiters)d waiters: threads %(threads_one_waiter)d with one queued, "
           "%(threads_all_waiters)d with all queued, %(threads_after)d after; queued one by one "

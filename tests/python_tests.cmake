@@ -15,7 +15,9 @@ add_dependencies(python_interop_test turnstiled)
 # watchdog against an injected clock, the retry backoff, option checks; and
 # (issue 23) the multi-lock's order, deadline and release-on-failure, the
 # campaign's re-queue loop, on_leadership, Observe's re-observing iterator
-# against a fake stub (these build messages with the generated stubs).
+# against a fake stub (these build messages with the generated stubs); and
+# the asyncio client against a fake grpc.aio stub (a cancelled wait cancels
+# its stream, the watchdog as a loop timer, coroutine callbacks).
 add_test(NAME python_client_unit_test
          COMMAND /usr/bin/python3 -m unittest discover -s ${PROJECT_SOURCE_DIR}/client/python/tests -v)
 set_tests_properties(python_client_unit_test PROPERTIES TIMEOUT 120

@@ -170,25 +170,31 @@ class Lock(HoldState):
 
     # -- internals -----------------------------------------------------------
     async def _wait_until(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """True once pred() holds, False after `timeout` seconds. Not
+        asyncio.wait_for, which (before Python 3.12) returns the result and
+        swallows the cancellation when both come at once: a cancelled wait
+        must raise, so that its stream is cancelled."""
         if pred():
             return True
         fut = self._loop.create_future()
         entry = (pred, fut)
         self._waits.append(entry)
+        timer = None
+        if timeout is not None:
+            timer = self._loop.call_later(max(timeout, 0.0),
+                                          lambda: fut.done() or fut.set_result(False))
         try:
-            await asyncio.wait_for(fut, timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await fut
         finally:
-            if entry in self._waits:
-                self._waits.remove(entry)
+            if timer is not None:
+                timer.cancel()
+            self._waits.remove(entry)
 
     def _changed(self) -> None:
         """The hold's fields changed: wake the waits now satisfied."""
         for pred, fut in list(self._waits):
             if not fut.done() and pred():
-                fut.set_result(None)
+                fut.set_result(True)
 
     async def _write(self, request) -> None:
         """One message (None: half-close); a stream already ended takes none."""
@@ -337,10 +343,11 @@ class Observation(ObservationState):
                 failure = self._failure_of(e)
             self._call = None
             item, delay = self._failed(failure)
+            closed = asyncio.ensure_future(self._closed.wait())
             try:
-                await asyncio.wait_for(self._closed.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({closed}, timeout=delay)  # the backoff, cut short by close()
+            finally:
+                closed.cancel()
             if item is not None:
                 return item
 
