@@ -266,19 +266,20 @@ class Lock(HoldState):
     def _watchdog_look(self) -> None:
         """Looks at the hold as HoldState._watchdog_tick says, and again at
         its wake-up time (a timer of the loop); a loss cancels the stream."""
-        self._stop_watchdog()
         while True:
             tick = self._watchdog_tick(time.monotonic())
             if tick.state is not None:
                 self._changed()
-                self._emit_state(*tick.state)
+                self._emit_state(*tick.state)  # may read hold.state: a look of its own
             if tick.cancel:
                 self._call.cancel()  # a live replica deletes the node
             if tick.wake_at is None:
                 self._watchdog_on = False
+                self._stop_watchdog()
                 return
             if tick.state is None:
                 break
+        self._stop_watchdog()
         self._watchdog_timer = self._loop.call_later(
             max(tick.wake_at - time.monotonic(), 0.0), self._watchdog_look)
 
