@@ -419,11 +419,14 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   // own), and their contender nodes every second, until told to stop:
   // from before B's first phase, so that all of B's phases share this load
   // on ZooKeeper and the two cores (listing every lock's nodes every 25 ms
-  // made 4,000 reads a second).
+  // made 4,000 reads a second). Each flood names its locks under a prefix
+  // of its own: the empty lock nodes an earlier flood's holds left stay
+  // until ZooKeeper reaps them.
   SyncZk zk(connect_);
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool flooding = true;
+  std::string prefix = "quota-flood-0/";  // the current flood's (under stop_mu)
   std::atomic<size_t> most_nodes{0}, most_locks{0};
   auto note_most = [](std::atomic<size_t>& most, size_t n) {
     size_t m = most.load();
@@ -433,9 +436,10 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   std::thread watcher([&] {
     std::unique_lock<std::mutex> l(stop_mu);
     for (int sample = 0; flooding; ++sample) {
+      const std::string now_prefix = prefix;
       l.unlock();
-      note_most(most_locks, LocksUnder(zk, "quota-flood/"));
-      if (sample % 40 == 0) note_most(most_nodes, NodesUnder(zk, "quota-flood/"));
+      note_most(most_locks, LocksUnder(zk, now_prefix));
+      if (sample % 40 == 0) note_most(most_nodes, NodesUnder(zk, now_prefix));
       l.lock();
       stop_cv.wait_for(l, milliseconds(25), [&] { return !flooding; });
     }
@@ -458,14 +462,20 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   // CPU priority: A runs elsewhere in production; here it shares two cores
   // with the replicas and B, and its own client work must not be what B
   // measures), B measured meanwhile; checks A's outcome. B's p99 during it.
+  int floods = 0;
   auto flood = [&](const std::string& address, const char* what) -> double {
+    const std::string flood_prefix = absl::StrCat("quota-flood-", ++floods, "/");
+    {
+      std::lock_guard<std::mutex> l(stop_mu);
+      prefix = flood_prefix;
+    }
     const auto flood_start = steady_clock::now();
     auto child = ChildProcess::Spawn(
         {"/bin/sh", "-c",
          absl::StrCat("TURNSTILE_TLS_CA_FILE='", pki_.ca_file(), "' TURNSTILE_TLS_CERT_FILE='",
                       flooder.cert, "' TURNSTILE_TLS_KEY_FILE='", flooder.key,
                       "' exec nice -n 19 '", TestBinary("quota_flood_child"), "' ", address,
-                      " 10000 quota-flood/ 2>&1")});
+                      " 10000 ", flood_prefix, " 2>&1")});
     EXPECT_TRUE(child);
     if (!child) return 0;
     std::atomic<bool> flood_done{false};
@@ -492,7 +502,7 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
     const int acquired = std::atoi(field("held").c_str());
     const int exhausted = std::atoi(field("refused").c_str());
     const int other = std::atoi(field("other").c_str());
-    const size_t nodes_now = NodesUnder(zk, "quota-flood/");
+    const size_t nodes_now = NodesUnder(zk, flood_prefix);
     std::printf("%s: %d streams opened in %s s (B measured for %.2f s): %d held, %d refused, "
                 "%d other\n",
                 what, opened, field("seconds").c_str(), flood_s, acquired, exhausted, other);
@@ -523,7 +533,7 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
     // A's 100 holds end with its process; the next phase starts without.
     child->Signal(SIGKILL);
     child->Wait(milliseconds(20000));
-    EXPECT_TRUE(WaitFor([&] { return NodesUnder(zk, "quota-flood/") == 0; }, milliseconds(30000)))
+    EXPECT_TRUE(WaitFor([&] { return NodesUnder(zk, flood_prefix) == 0; }, milliseconds(30000)))
         << what << ": A's nodes outlived its process";
     std::printf("%s: B's handoff p99 %.0f us (%zu handoffs)\n", what, P99(during.us),
                 during.us.size());
@@ -567,6 +577,8 @@ TEST_F(QuotaReplicaTest, AFloodByOneIdentityIsRefusedAndOthersAreNotStarved) {
   ::testing::Test::RecordProperty("b_p99_ratio_control_x100",
                                   static_cast<int>(100 * median(control_ratios)));
   std::move(stop_watcher).Invoke();
+  std::printf("most of one flood's locks in ZooKeeper %zu, of its nodes %zu\n", most_locks.load(),
+              most_nodes.load());
   EXPECT_LE(most_nodes.load(), 100u);
   EXPECT_LE(most_locks.load(), 100u);
 
