@@ -141,12 +141,13 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     if (queue_.size() == 1 && finish_) {
       finished_ = true;
       current_ = std::make_unique<Resp>(std::move(queue_.front().msg));
+      Resp* last = current_.get();
       queue_.pop_front();
       grpc::Status s = *finish_;
       mu_.Unlock();
       OnFinishing(s);
       // current_ is not touched again: finished_ ends the queue.
-      this->StartWriteAndFinish(current_.get(), grpc::WriteOptions(), s);
+      this->StartWriteAndFinish(last, grpc::WriteOptions(), s);
       return;
     }
     if (queue_.size() == 1 && hold_last_) {  // FinishAfterWrites follows
@@ -156,11 +157,12 @@ class StreamReactor : public rpc::BidiCall<Req, Resp> {
     if (!queue_.empty()) {
       writing_ = true;
       current_ = std::make_unique<Resp>(std::move(queue_.front().msg));
+      Resp* next = current_.get();
       current_is_probe_ = queue_.front().probe;
       queue_.pop_front();
       mu_.Unlock();
-      // gRPC reads current_ until OnWriteDone; nothing writes it while writing_.
-      this->StartWrite(current_.get());
+      // gRPC reads *current_ until OnWriteDone; nothing replaces it while writing_.
+      this->StartWrite(next);
       return;
     }
     if (finish_) {
