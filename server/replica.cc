@@ -204,7 +204,8 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   }
   SetZkClientLogLevel(c.log_level);
 
-  r->housekeeping_ = std::make_unique<TimerQueue>("ts-housekeep");
+  r->housekeeping_ = std::make_unique<EventLoop>();
+  r->housekeeping_->Start(nullptr, "ts-housekeep");
   ZkClientOptions zo;
   zo.connect_string = c.zk;
   zo.session_timeout = c.zk_session_timeout;
@@ -214,13 +215,10 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
   }
   std::vector<ZkSession*> sessions;
-  std::vector<TimerQueue*> timers;
   for (int64_t i = 0; i < c.zk_sessions; ++i) {
     zo.thread_name = absl::StrCat("ts-zk-", i);
-    r->timers_.push_back(std::make_unique<TimerQueue>(absl::StrCat("ts-timers-", i)));
     r->zk_.push_back(i == 0 && zk != nullptr ? std::move(zk) : NewZkClientSession(zo));
     sessions.push_back(r->zk_.back().get());
-    timers.push_back(r->timers_.back().get());
   }
   EngineOptions eo;
   eo.root = c.zk_root;
@@ -231,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);
   eo.limits.max_ttl = c.max_ttl;
-  r->engine_ = std::make_unique<LockEngine>(sessions, timers, eo);
+  r->engine_ = std::make_unique<LockEngine>(sessions, eo);
   r->observers_ = std::make_unique<LockObservers>(r->engine_.get());
   r->service_ = std::make_unique<LockServiceImpl>(r->engine_.get(),
                                                   static_cast<size_t>(c.max_streams));
@@ -450,9 +448,9 @@ void Replica::Stop() {
   // engine must not end other calls from them once the queue shuts down.
   engine_->Quiesce();
   // No engine timer may run once the engine is being destroyed, nor write
-  // to a call once its queue is shut down.
-  for (auto& t : timers_) t->Shutdown();
-  housekeeping_->Shutdown();
+  // to a call once its queue is shut down: the sessions' loops, which run
+  // them, stopped with their Close above.
+  housekeeping_->Stop();
   cq_thread_->Stop();
 }
 

@@ -13,7 +13,7 @@
 #include "client/common/flags.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/lock_observers.h"
-#include "server/engine/timer_queue.h"
+#include "server/zk/event_loop.h"
 #include "server/zk/zk_session.h"
 
 namespace grpc {
@@ -140,12 +140,8 @@ class Replica {
   // Session `i` of the pool (config().zk_sessions of them).
   ZkSession& zk(size_t i) { return *zk_[i]; }
   size_t zk_sessions() const { return zk_.size(); }
-  // Timers pending on the replica's timer thread (tests: nothing leaks).
-  size_t pending_timers() const {
-    size_t n = 0;
-    for (const auto& t : timers_) n += t->size();
-    return n;
-  }
+  // Timers pending on the engine's loops (tests: nothing leaks).
+  size_t pending_timers() const { return engine_->pending_timers(); }
   const ReplicaConfig& config() const { return config_; }
 
   // SIGTERM: health NOT_SERVING, new Acquires refused, waiters told
@@ -184,13 +180,10 @@ class Replica {
 
   ReplicaConfig config_;
   int port_ = 0;
-  // The engine's timers, one queue (thread "ts-timers-N") per session of
-  // the pool: each shard's own.
-  std::vector<std::unique_ptr<TimerQueue>> timers_;
-  // File reloads and heap trims: a thread of their own, so that a 12-45 ms
-  // malloc_trim or a slow file read never delays a wait timeout, a lease or
-  // a heartbeat on timers_.
-  std::unique_ptr<TimerQueue> housekeeping_;
+  // File reloads and heap trims: a loop of their own ("ts-housekeep"), so
+  // that a 12-45 ms malloc_trim or a slow file read never delays a wait
+  // timeout, a lease or a heartbeat on the sessions' loops.
+  std::unique_ptr<EventLoop> housekeeping_;
   std::vector<std::unique_ptr<ZkSession>> zk_;
   std::unique_ptr<LockEngine> engine_;
   // The Observe RPC's hub (its watchers end with the sessions' Close).

@@ -18,7 +18,6 @@
 #include "client/lib/tls.h"
 #include "server/recipe/lock_name.h"
 #include "server/replica.h"
-#include "server/engine/timer_queue.h"
 #include "tests/fake_zk_session.h"
 #include "tests/test_pki.h"
 #include "tests/test_support.h"
@@ -373,14 +372,13 @@ class CheckTokenFakeTest : public ::testing::Test {
     EngineOptions options;
     options.root = "/t";
     options.check_invariants = true;
-    engine_ = std::make_unique<LockEngine>(zk_.get(), &timers_, options);
+    engine_ = std::make_unique<LockEngine>(zk_.get(), options);
     ASSERT_TRUE(zk_->Start().ok());
     ASSERT_TRUE(WaitFor([&] { return engine_->serving(); }, kFakeDeadline));
   }
   void TearDown() override {
     zk_->Close();
-    timers_.Shutdown();
-    engine_.reset();
+    engine_.reset();  // stops its timers first
   }
 
   // `n` exclusive contenders of lock `name`, created in queue order (so
@@ -440,7 +438,6 @@ class CheckTokenFakeTest : public ::testing::Test {
   }
 
   FakeZkServer server_;
-  TimerQueue timers_;
   std::unique_ptr<FakeZkSession> zk_;
   std::unique_ptr<LockEngine> engine_;
   std::vector<std::string> paths_;  // the contenders made by Queue, in order

@@ -1,6 +1,9 @@
 // EventLoop (server/zk/event_loop.h), the loop a ZooKeeper session (a
 // shard) runs on: posted work in order on the loop thread, timers in
-// deadline order with cancellation, an outside fd polled and dispatched,
+// deadline order with cancellation, set from the loop or any thread, and
+// the wake-up rule (a sleeping loop is woken only for a timer due before
+// it would look anyway), which must never make a timer late; an outside
+// fd polled and dispatched,
 // the source's own deadline honoured, and work posted after Stop run once
 // by RunQueued.
 #include "server/zk/event_loop.h"
@@ -66,17 +69,17 @@ TEST(EventLoop, TimersRunInDeadlineOrderAndACancelledOneNever) {
   absl::Notification last;
   loop.Post([&] {
     const auto now = Clock::now();
-    loop.RunAt(now + std::chrono::milliseconds(60), [&] {
+    loop.Schedule(now + std::chrono::milliseconds(60), [&] {
       order.push_back(3);
       last.Notify();
     });
-    loop.RunAt(now + std::chrono::milliseconds(20), [&] { order.push_back(1); });
+    loop.Schedule(now + std::chrono::milliseconds(20), [&] { order.push_back(1); });
     const EventLoop::TimerId gone =
-        loop.RunAt(now + std::chrono::milliseconds(30), [&] { cancelled_ran = true; });
-    loop.RunAt(now + std::chrono::milliseconds(40), [&] {
+        loop.Schedule(now + std::chrono::milliseconds(30), [&] { cancelled_ran = true; });
+    loop.Schedule(now + std::chrono::milliseconds(40), [&] {
       order.push_back(2);
       // A timer may schedule another: due at once, it runs before "3".
-      loop.RunAt(Clock::now(), [&] { order.push_back(25); });
+      loop.Schedule(Clock::now(), [&] { order.push_back(25); });
     });
     loop.Cancel(gone);
     loop.Cancel(gone);  // twice: a no-op
@@ -177,16 +180,82 @@ TEST(EventLoop, WorkPostedAfterStopRunsOnceInRunQueued) {
   EXPECT_EQ(chained, 1);
 }
 
-TEST(EventLoopDeathTest, ATimerSetOffTheLoopThreadAborts) {
-  // The loop's timers have no lock: RunAt from another thread is a race,
-  // refused in every build (not only with assert).
-  EXPECT_DEATH(
-      {
-        EventLoop loop;
-        loop.Start(nullptr);
-        loop.RunAt(Clock::now(), [] {});
-      },
-      "RunAt called off its loop thread");
+TEST(EventLoop, TimersSetFromAnotherThreadRunInDeadlineOrderOnTheLoop) {
+  // The engine's entry points schedule and cancel from gRPC's thread.
+  EventLoop loop;
+  loop.Start(nullptr);
+  std::mutex mu;
+  std::vector<int> order;
+  absl::Notification last;
+  std::atomic<bool> cancelled_ran{false}, off_loop{false};
+  const auto now = Clock::now();
+  auto note = [&](int i) {
+    if (!loop.InLoopThread()) off_loop = true;
+    std::lock_guard<std::mutex> l(mu);
+    order.push_back(i);
+  };
+  loop.Schedule(now + std::chrono::milliseconds(60), [&] {
+    note(3);
+    last.Notify();
+  });
+  loop.Schedule(now + std::chrono::milliseconds(20), [&] { note(1); });
+  const EventLoop::TimerId gone =
+      loop.Schedule(now + std::chrono::milliseconds(30), [&] { cancelled_ran = true; });
+  loop.ScheduleAfter(std::chrono::milliseconds(40), [&] { note(2); });
+  loop.Cancel(gone);
+  ASSERT_TRUE(last.WaitForNotificationWithTimeout(kWithin));
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(cancelled_ran.load());
+  EXPECT_FALSE(off_loop.load());
+  EXPECT_EQ(loop.timers(), 0u);
+}
+
+TEST(EventLoop, AnEarlierTimerFromAnotherThreadWakesTheSleepingLoop) {
+  EventLoop loop;
+  loop.Start(nullptr);
+  absl::Notification far_ran, near_ran, idle;
+  // The loop goes to sleep until an hour from now...
+  loop.ScheduleAfter(std::chrono::hours(1), [&] { far_ran.Notify(); });
+  // ...(wait until it has looked at it: a timer due now runs first)...
+  loop.ScheduleAfter(std::chrono::milliseconds(0), [&] { idle.Notify(); });
+  ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kWithin));
+  // ...and a timer due in 20 ms must wake it, not wait for the hour.
+  loop.ScheduleAfter(std::chrono::milliseconds(20), [&] { near_ran.Notify(); });
+  EXPECT_TRUE(near_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_FALSE(far_ran.HasBeenNotified());
+}
+
+TEST(EventLoop, ATimerAfterACancelledEarliestOneStillRuns) {
+  // The loop sleeps until the cancelled timer's deadline and is not woken
+  // for the later one: it must look again then and run it.
+  EventLoop loop;
+  loop.Start(nullptr);
+  absl::Notification idle, ran;
+  loop.ScheduleAfter(std::chrono::milliseconds(0), [&] { idle.Notify(); });
+  ASSERT_TRUE(idle.WaitForNotificationWithTimeout(kWithin));
+  for (int i = 0; i < 20; ++i) {
+    // The W1 pattern: a wait timeout scheduled, cancelled at the grant,
+    // the next cycle's a little later.
+    EventLoop::TimerId t = loop.ScheduleAfter(std::chrono::milliseconds(50), [] {});
+    loop.Cancel(t);
+  }
+  loop.ScheduleAfter(std::chrono::milliseconds(80), [&] { ran.Notify(); });
+  EXPECT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(loop.timers(), 0u);
+}
+
+TEST(EventLoop, NoTimerRunsAfterStop) {
+  EventLoop loop;
+  loop.Start(nullptr);
+  std::atomic<bool> ran{false};
+  loop.ScheduleAfter(std::chrono::milliseconds(30), [&] { ran = true; });
+  loop.Stop();
+  EXPECT_EQ(loop.timers(), 0u);
+  loop.ScheduleAfter(std::chrono::milliseconds(0), [&] { ran = true; });  // dropped
+  loop.RunQueued();
+  EXPECT_EQ(loop.timers(), 0u);
+  EXPECT_FALSE(ran.load());
 }
 
 }  // namespace

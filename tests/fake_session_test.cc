@@ -26,7 +26,7 @@
 #include "server/engine/engine_shard.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/session_slot.h"
-#include "server/engine/timer_queue.h"
+#include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "tests/fake_zk_session.h"
 #include "tests/wait.h"
@@ -130,30 +130,26 @@ struct Contender {
 // One engine ("replica") over its own fake session; all share one server.
 struct FakeReplica {
   std::unique_ptr<FakeZkSession> zk;
-  std::unique_ptr<TimerQueue> timers;
-  std::unique_ptr<LockEngine> engine;
+  std::unique_ptr<LockEngine> engine;  // its timers on a loop of its own
 };
 
 class FakeSessionTest : public ::testing::Test {
  protected:
   void TearDown() override {
     // Sessions first (their last callbacks still find the engines), then
-    // the timers, then the engines.
+    // the engines (which stop their timers first).
     for (auto& r : replicas_) r->zk->Close();
-    for (auto& r : replicas_) r->timers->Shutdown();
     for (auto& r : replicas_) r->engine.reset();
   }
 
   FakeReplica& AddReplica() {
     auto r = std::make_unique<FakeReplica>();
     r->zk = std::make_unique<FakeZkSession>(&server_);
-    r->timers = std::make_unique<TimerQueue>();
     EngineOptions options;
     options.root = kRoot;
     options.replica_id = "fake-" + std::to_string(replicas_.size());
     options.check_invariants = true;
-    r->engine = std::make_unique<LockEngine>(r->zk.get(),
-                                             r->timers.get(), options);
+    r->engine = std::make_unique<LockEngine>(r->zk.get(), options);
     EXPECT_TRUE(r->zk->Start().ok());
     LockEngine* engine = r->engine.get();
     EXPECT_TRUE(WaitFor([&] { return engine->serving(); }, kDeadline))
@@ -1151,23 +1147,19 @@ TEST_F(FakeSessionTest, FakeSessionKeepsZooKeeperSemantics) {
 
 // Two sessions, two shards, one engine: what one shard's session does to
 // the other shard's grants. Members are stopped in the order the engine
-// needs (sessions, then timers, then the engine), however the test ends.
+// needs (sessions, then the engine), however the test ends.
 struct TwoShards {
   explicit TwoShards(FakeZkServer* server)
-      : a(server), b(server), timers_a("ts-timers-0"), timers_b("ts-timers-1") {
+      : a(server), b(server) {
     EngineOptions options;
     options.root = kRoot;
     options.replica_id = "fake-pool";
     options.check_invariants = true;
-    engine = std::make_unique<LockEngine>(std::vector<ZkSession*>{&a, &b},
-                                          std::vector<TimerQueue*>{&timers_a, &timers_b},
-                                          options);
+    engine = std::make_unique<LockEngine>(std::vector<ZkSession*>{&a, &b}, options);
   }
   ~TwoShards() {
     a.Close();
     b.Close();
-    timers_a.Shutdown();
-    timers_b.Shutdown();
     engine.reset();
   }
   // The first name "<prefix>N" whose lock lives on shard `index`.
@@ -1178,8 +1170,7 @@ struct TwoShards {
     }
   }
   FakeZkSession a, b;
-  TimerQueue timers_a, timers_b;
-  std::unique_ptr<LockEngine> engine;
+  std::unique_ptr<LockEngine> engine;  // each shard's timers on a loop of the engine's
 };
 
 // Grant latencies (Open to ACQUIRED, microseconds) of `n` uncontended
@@ -1288,7 +1279,8 @@ TEST(EngineShardDeathTest, AShardRefusesWhatBelongsToAnother) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   FakeZkServer server;
   FakeZkSession zk(&server);
-  TimerQueue timers;
+  EventLoop timers;
+  timers.Start(nullptr, "ts-timers-0");
   std::atomic<uint64_t> ids{0};
   EngineOptions options;
   options.root = kRoot;

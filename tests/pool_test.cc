@@ -78,7 +78,7 @@ TEST(SessionIndexForTest, StableAndSpread) {
 // timeout).
 TEST(SafeForTest, KeepsAMarginBeforeTheEarliestExpiry) {
   using std::chrono::milliseconds;
-  const auto t = TimerQueue::Clock::now();
+  const auto t = EventLoop::Clock::now();
   EXPECT_EQ(SafeForFrom(t, milliseconds(10000), milliseconds(30), t),
             milliseconds(10000 - 2500 - 30 - 200));
   EXPECT_EQ(SafeForFrom(t, milliseconds(30000), milliseconds(0), t), milliseconds(30000 - 7500 - 600));

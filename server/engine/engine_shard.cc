@@ -17,9 +17,9 @@ namespace turnstile {
 using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
-                         std::atomic<uint64_t>* ids, TimerQueue* timers,
+                         std::atomic<uint64_t>* ids, EventLoop* loop,
                          const EngineOptions& options)
-    : timers_(timers), options_(options), session_(session),
+    : loop_(loop), options_(options), session_(session),
 #ifdef NDEBUG
       checks_(options.check_invariants),
 #else
@@ -36,12 +36,12 @@ EngineShard::~EngineShard() {
   ShardLock l(this);
   shut_down_ = true;
   for (SessionSlot& slot : slots_) {
-    timers_->Cancel(slot.suspend_timer);
-    timers_->Cancel(slot.heartbeat_timer);
+    loop_->Cancel(slot.suspend_timer);
+    loop_->Cancel(slot.heartbeat_timer);
   }
   for (auto& [id, c] : contenders_) {
-    timers_->Cancel(c->wait_timer);
-    timers_->Cancel(c->ttl_timer);
+    loop_->Cancel(c->wait_timer);
+    loop_->Cancel(c->ttl_timer);
   }
 }
 
@@ -122,7 +122,7 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
     Retally(raw);
     loads_changed_.insert(segment);
     if (p.wait_timeout > Millis(0)) {
-      raw->wait_timer = timers_->ScheduleAfter(p.wait_timeout, [this, id] {
+      raw->wait_timer = loop_->ScheduleAfter(p.wait_timeout, [this, id] {
         {
           ShardLock l(this);
           auto it = contenders_.find(id);
@@ -216,7 +216,7 @@ void EngineShard::Stall(Contender* c) {
   // The connection is already back (or the failure was an operation
   // timeout): retry soon, but never in a tight loop.
   uint64_t id = c->id, gen = c->gen;
-  timers_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
+  loop_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
     {
       ShardLock l(this);
       if (shut_down_) return;
@@ -436,7 +436,7 @@ void EngineShard::Release(uint64_t id) {
       // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
       c->clean_end = true;
       NoteHoldEnded(c);
-      timers_->Cancel(c->ttl_timer);
+      loop_->Cancel(c->ttl_timer);
       c->ttl_timer = 0;
       SetState(c, State::kDeleting);
       if (c->slot->connected) {

@@ -9,7 +9,7 @@
 //
 // Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
 // below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
-// TimerQueue's lock and the ZkSession's work queue and its process-wide
+// EventLoop's lock (its work and timers) and the ZkSession's process-wide
 // watch registry (zk_session_requests.cc). loads_mu_ is taken before mu_.
 // deliver_mu_ is only ever try-locked, and held while sinks and listeners
 // run, so they may take any of these but never wait for delivery. Sinks,
@@ -61,7 +61,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/session_slot.h"
-#include "server/engine/timer_queue.h"
+#include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "server/recipe/lock_queue.h"
 #include "server/recipe/ordering.h"
@@ -71,13 +71,13 @@ namespace turnstile {
 
 class EngineShard {
  public:
-  // `session` (index `index` of `count` in the pool), `timers` and `ids`
-  // must outlive the shard. Installs the session's listener: construct
+  // `session` (index `index` of `count` in the pool), `loop` (where its
+  // timers run: the session's own) and `ids` must outlive the shard. Installs the session's listener: construct
   // before starting the session. Contender ids are drawn from `ids` (shared
   // by the shards, so ids keep arrival order) as n * count + index: the id
   // names its shard (LockEngine routes by id % count).
   EngineShard(ZkSession* session, size_t index, size_t count, std::atomic<uint64_t>* ids,
-              TimerQueue* timers, const EngineOptions& options);
+              EventLoop* loop, const EngineOptions& options);
   ~EngineShard();
   EngineShard(const EngineShard&) = delete;
   EngineShard& operator=(const EngineShard&) = delete;
@@ -268,7 +268,7 @@ class EngineShard {
   void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleOwnWatches(TimerQueue::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleOwnWatches(EventLoop::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ttl ran out: revoke unless the node's version shows a renewal.
@@ -341,7 +341,7 @@ class EngineShard {
   // Runs queued work outside the lock; call after every locked section.
   void Deliver() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
 
-  TimerQueue* const timers_;
+  EventLoop* const loop_;  // the shard's timers
   const EngineOptions options_;
   // The shard's session, fixed at construction: read without the lock
   // (SessionOf, AnyConnected). Everything else about it is the shard's
@@ -383,7 +383,7 @@ class EngineShard {
   // mu_ held.
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
-  std::optional<TimerQueue::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
+  std::optional<EventLoop::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
   // Set while a local handoff's transaction is being applied: the path of
   // the successor whose node it checked (see LocalSuccessor).
   std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(mu_);
@@ -391,12 +391,12 @@ class EngineShard {
   // and the one timer that arms them.
   static constexpr Millis kOwnWatchDelay{10};
   struct PendingOwnWatch {
-    TimerQueue::Clock::time_point due;
+    EventLoop::Clock::time_point due;
     uint64_t id;
     uint64_t own_gen;
   };
   std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(mu_);
-  TimerQueue::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  EventLoop::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Serializes Deliver(): held while queued sink calls and listeners run,
   // so they run one at a time and in order. Only try-locked, and taken

@@ -115,8 +115,8 @@ void EngineShard::DeferOwnWatch(Contender* c) {
   if (own_batch_timer_ == 0) ScheduleOwnWatches(own_pending_.front().due);
 }
 
-void EngineShard::ScheduleOwnWatches(TimerQueue::Clock::time_point when) {
-  own_batch_timer_ = timers_->Schedule(when, [this] {
+void EngineShard::ScheduleOwnWatches(EventLoop::Clock::time_point when) {
+  own_batch_timer_ = loop_->Schedule(when, [this] {
     {
       ShardLock l(this);
       own_batch_timer_ = 0;
@@ -170,7 +170,7 @@ void EngineShard::OnDeleteFoundNoNode(Contender* c) {
 
 void EngineShard::Announce(Contender* c) {
   c->announced = true;
-  timers_->Cancel(c->wait_timer);
+  loop_->Cancel(c->wait_timer);
   c->wait_timer = 0;
   ++stats_.granted;
   NoteWaitEnded(c, AcquireResult::kAcquired);
@@ -319,9 +319,9 @@ void EngineShard::TellRevoke(Contender* c) {
 void EngineShard::RenewTtl(Contender* c) {
   c->ttl_deadline = Clock::now() + c->params.ttl;
   c->ttl_check_due = false;
-  timers_->Cancel(c->ttl_timer);
+  loop_->Cancel(c->ttl_timer);
   uint64_t id = c->id;
-  c->ttl_timer = timers_->Schedule(c->ttl_deadline, [this, id] {
+  c->ttl_timer = loop_->Schedule(c->ttl_deadline, [this, id] {
     {
       ShardLock l(this);
       auto it = contenders_.find(id);
@@ -413,8 +413,8 @@ void EngineShard::EndContender(Contender* c) {
     // client gone): the next grant waits the holder's lock-delay.
     StartLockDelay(c->segment, c->lock_path(), c->params.lock_delay, "");
   }
-  timers_->Cancel(c->wait_timer);
-  timers_->Cancel(c->ttl_timer);
+  loop_->Cancel(c->wait_timer);
+  loop_->Cancel(c->ttl_timer);
   c->wait_timer = c->ttl_timer = 0;
   switch (c->state) {
     case State::kPendingCreate:
@@ -540,10 +540,10 @@ void EngineShard::OnDeleted(Contender* c, const std::string* confirmed) {
 
 void EngineShard::Forget(Contender* c) {
   Disarm(c);
-  timers_->Cancel(c->delay_timer);
+  loop_->Cancel(c->delay_timer);
   c->slot->watched_path_bytes -= c->path_bytes;
-  timers_->Cancel(c->wait_timer);
-  timers_->Cancel(c->ttl_timer);
+  loop_->Cancel(c->wait_timer);
+  loop_->Cancel(c->ttl_timer);
   if (!c->node.empty()) {
     auto it = by_path_.find(c->path());
     if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);

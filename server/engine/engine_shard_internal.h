@@ -20,7 +20,7 @@
 namespace turnstile {
 namespace engine_internal {
 
-using Clock = TimerQueue::Clock;
+using Clock = EventLoop::Clock;
 
 inline int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -115,8 +115,8 @@ struct EngineShard::Contender {
   uint64_t own_gen = 0;
   int64_t last_position = -1;  // last QUEUED position sent
   engine_internal::Clock::time_point last_position_at;
-  TimerQueue::TimerId wait_timer = 0;
-  TimerQueue::TimerId ttl_timer = 0;
+  EventLoop::TimerId wait_timer = 0;
+  EventLoop::TimerId ttl_timer = 0;
   engine_internal::Clock::time_point ttl_deadline;
   // The own node's renewal and revocation counters last seen (ContenderInfo).
   int64_t seen_renewals = 0;
@@ -125,7 +125,7 @@ struct EngineShard::Contender {
   // The latest revocation request seen: who and why (rare; not kept inline).
   std::unique_ptr<std::pair<std::string, std::string>> revoke_seen;
   int64_t blocker_delay_ms = 0;  // the lock-delay of the node it watches
-  TimerQueue::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
+  EventLoop::TimerId delay_timer = 0;  // re-decides when a lock-delay ends
   // When the holder was last told its validity (ACQUIRED, STILL_HELD).
   engine_internal::Clock::time_point refreshed_at;
   // Metrics.

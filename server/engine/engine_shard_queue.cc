@@ -241,7 +241,7 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
     }
     if (c->delay_timer == 0) {
       uint64_t id = c->id, gen = c->gen;
-      c->delay_timer = timers_->Schedule(lock.delayed_until, [this, id, gen] {
+      c->delay_timer = loop_->Schedule(lock.delayed_until, [this, id, gen] {
         {
           ShardLock l(this);
           if (shut_down_) return;
@@ -552,7 +552,7 @@ void EngineShard::ScheduleSweep(const std::string& segment) {
     return;
   }
   it->second.sweep_scheduled = true;
-  timers_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
+  loop_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
     {
       ShardLock l(this);
       if (shut_down_) return;

@@ -88,7 +88,7 @@ void EngineShard::OnConnected(SessionSlot* slot) {
   // leader first) proves the session alive now.
   slot->last_alive = Clock::now();
   slot->in_doubt = false;
-  timers_->Cancel(slot->suspend_timer);
+  loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   if (!slot->bootstrapped) {
     Bootstrap(slot);
@@ -147,7 +147,7 @@ void EngineShard::OnContact(SessionSlot* slot) {
   }
   if (slot->in_doubt) {
     slot->in_doubt = false;
-    timers_->Cancel(slot->suspend_timer);
+    loop_->Cancel(slot->suspend_timer);
     slot->suspend_timer = 0;
     for (Contender* c : ContendersOf(slot->holders)) {
       if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
@@ -256,8 +256,8 @@ void EngineShard::Suspend(SessionSlot* slot) {
   // A disconnected replica learns of its expiry only on reconnect (and one
   // talking to a cut-off follower not even then): once the safe time has
   // passed, the holds on this session must count as lost.
-  timers_->Cancel(slot->suspend_timer);
-  slot->suspend_timer = timers_->ScheduleAfter(safe, [this, slot] {
+  loop_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = loop_->ScheduleAfter(safe, [this, slot] {
     {
       ShardLock l(this);
       slot->suspend_timer = 0;
@@ -291,7 +291,7 @@ void EngineShard::OnExpired(SessionSlot* slot) {
   slot->in_doubt = false;
   slot->heartbeat_in_flight = false;  // its reply, if any, is for the old epoch
   ++slot->epoch;
-  timers_->Cancel(slot->suspend_timer);
+  loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   for (auto& [segment, lock] : locks_) {
     if (SlotOf(segment) != slot) continue;
@@ -426,9 +426,9 @@ Millis EngineShard::RefreshWithin(const SessionSlot& slot) {
 }
 
 void EngineShard::Heartbeat(SessionSlot* slot) {
-  timers_->Cancel(slot->heartbeat_timer);
+  loop_->Cancel(slot->heartbeat_timer);
   const Millis interval = HeartbeatInterval(*slot);
-  slot->heartbeat_timer = timers_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
+  slot->heartbeat_timer = loop_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
     {
       ShardLock l(this);
       slot->heartbeat_timer = 0;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "server/engine/engine_shard.h"
@@ -35,13 +36,16 @@ const char* AcquireResultName(AcquireResult r) {
   return "?";
 }
 
-LockEngine::LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*> timers,
-                       EngineOptions options)
+LockEngine::LockEngine(std::vector<ZkSession*> sessions, EngineOptions options)
     : options_(std::move(options)), sessions_(std::move(sessions)) {
-  if (timers.size() != sessions_.size()) {
-    std::fprintf(stderr, "LockEngine: %zu sessions but %zu timer queues\n", sessions_.size(),
-                 timers.size());
-    std::abort();
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    EventLoop* loop = sessions_[i]->loop();
+    if (loop == nullptr) {
+      own_loops_.push_back(std::make_unique<EventLoop>());
+      own_loops_.back()->Start(nullptr, absl::StrCat("ts-timers-", i));
+      loop = own_loops_.back().get();
+    }
+    loops_.push_back(loop);
   }
   {
     absl::MutexLock l(&serving_mu_);
@@ -49,7 +53,7 @@ LockEngine::LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*
   }
   for (size_t i = 0; i < sessions_.size(); ++i) {
     shards_.push_back(std::make_unique<EngineShard>(sessions_[i], i, sessions_.size(), &next_id_,
-                                                    timers[i], options_));
+                                                    loops_[i], options_));
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
     shards_[i]->SetServingListener([this, i](bool serving) {
@@ -64,7 +68,17 @@ LockEngine::LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*
   }
 }
 
-LockEngine::~LockEngine() = default;
+LockEngine::~LockEngine() {
+  // No timer of a shard may run while the shards are destroyed: the
+  // sessions' loops are stopped by their Close, the engine's own here.
+  for (auto& loop : own_loops_) loop->Stop();
+}
+
+size_t LockEngine::pending_timers() const {
+  size_t n = 0;
+  for (EventLoop* loop : loops_) n += loop->timers();
+  return n;
+}
 
 void LockEngine::Quiesce() {
   for (auto& shard : shards_) shard->Quiesce();

@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/engine/timer_queue.h"
+#include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "server/zk/zk_session.h"
 
@@ -252,19 +252,19 @@ class EngineShard;  // engine_shard.h
 
 class LockEngine {
  public:
-  // The sessions and timers must outlive the engine; stop the timers
-  // before destroying it. Installs the session listeners: construct the
-  // engine before starting the sessions. At least one session, and one
-  // timer queue per session: shard i runs its timers (wait timeouts,
-  // heartbeats, leases) on timers[i], so a shard stuck on its session never
-  // delays another's. A lock's session (and shard) is
+  // The sessions must outlive the engine; close them (which stops their
+  // loops) before destroying it. Installs the session listeners: construct
+  // the engine before starting the sessions. At least one session. Shard i
+  // runs its timers (wait timeouts, heartbeats, leases) on session i's own
+  // loop (ZkSession::loop), where its completions run too, so a timer that
+  // fires needs no other thread, and a shard stuck on its session never
+  // delays another's; a session without a loop (a test double) gets one of
+  // the engine's ("ts-timers-i"). A lock's session (and shard) is
   // sessions[SessionIndexFor(segment, n)].
-  LockEngine(std::vector<ZkSession*> sessions, std::vector<TimerQueue*> timers,
-             EngineOptions options);
-  LockEngine(ZkSession* zk, TimerQueue* timers, EngineOptions options)
-      : LockEngine(std::vector<ZkSession*>{zk}, std::vector<TimerQueue*>{timers},
-                   std::move(options)) {}
-  ~LockEngine();
+  LockEngine(std::vector<ZkSession*> sessions, EngineOptions options);
+  LockEngine(ZkSession* zk, EngineOptions options)
+      : LockEngine(std::vector<ZkSession*>{zk}, std::move(options)) {}
+  ~LockEngine();  // stops the engine's own loops first
   LockEngine(const LockEngine&) = delete;
   LockEngine& operator=(const LockEngine&) = delete;
   // For the replica's stop, once the gRPC server has stopped (before its
@@ -385,6 +385,9 @@ class LockEngine {
   // after the engine handled it. Add before the sessions start.
   void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
   ZkSession* session(size_t index) const { return sessions_[index]; }
+  // Timers pending on the shards' loops (tests: nothing leaks). A session's
+  // loop also holds the session's own (a reopen's back-off).
+  size_t pending_timers() const;
   // When this replica granted the hold of the node at `path` (wall clock),
   // or 0 if it is not a hold announced by this replica.
   int64_t LocalGrantUnixMs(const std::string& path) const;
@@ -402,6 +405,9 @@ class LockEngine {
 
   const EngineOptions options_;
   const std::vector<ZkSession*> sessions_;
+  // The loop of each shard's timers: its session's, or one of own_loops_.
+  std::vector<EventLoop*> loops_;
+  std::vector<std::unique_ptr<EventLoop>> own_loops_;
   std::atomic<uint64_t> next_id_{0};  // the shards' contender ids (arrival order)
 
   // The pool serves when every shard does. Held while the listener runs,

@@ -25,7 +25,7 @@
 #include <set>
 #include <string_view>
 
-#include "server/engine/timer_queue.h"
+#include "server/zk/event_loop.h"
 #include "server/zk/zk_session.h"
 
 namespace turnstile {
@@ -48,10 +48,10 @@ namespace turnstile {
 // - clock-rate drift between this host and ZooKeeper's and the time the
 //   event takes to reach the client: max(200 ms, 2 % of the timeout).
 // Never negative.
-inline std::chrono::milliseconds SafeForFrom(TimerQueue::Clock::time_point last_alive,
+inline std::chrono::milliseconds SafeForFrom(EventLoop::Clock::time_point last_alive,
                                              std::chrono::milliseconds timeout,
                                              std::chrono::milliseconds heartbeat_rtt,
-                                             TimerQueue::Clock::time_point now) {
+                                             EventLoop::Clock::time_point now) {
   const std::chrono::milliseconds margin =
       timeout / 4 + heartbeat_rtt + std::max(std::chrono::milliseconds(200), timeout / 50);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -60,7 +60,7 @@ inline std::chrono::milliseconds SafeForFrom(TimerQueue::Clock::time_point last_
 }
 
 struct SessionSlot {
-  using Clock = TimerQueue::Clock;
+  using Clock = EventLoop::Clock;
 
   size_t index = 0;
   ZkSession* zk = nullptr;
@@ -80,8 +80,8 @@ struct SessionSlot {
   // then succeeded): its expiry is no earlier than this + session timeout.
   Clock::time_point last_alive{};
   std::chrono::milliseconds heartbeat_rtt{0};  // the last heartbeat's round trip
-  TimerQueue::TimerId suspend_timer = 0;
-  TimerQueue::TimerId heartbeat_timer = 0;
+  EventLoop::TimerId suspend_timer = 0;
+  EventLoop::TimerId heartbeat_timer = 0;
   // Sum of the path lengths this session's contenders may watch.
   size_t watched_path_bytes = 0;
   // Those of this session's contenders that hold (kHeld, kept by

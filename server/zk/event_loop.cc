@@ -48,6 +48,7 @@ void EventLoop::Stop() {
   CheckOnLoop(!InLoopThread(), "Stop (from its own thread)");
   Wake();
   if (thread_.joinable()) thread_.join();
+  absl::MutexLock l(&mu_);
   timers_.clear();
   timer_index_.clear();
 }
@@ -81,35 +82,53 @@ void EventLoop::Wake() {
   if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
 }
 
-EventLoop::TimerId EventLoop::RunAt(Clock::time_point when, std::function<void()> fn) {
-  CheckOnLoop(InLoopThread(), "RunAt");
-  const TimerId id = ++next_timer_;
-  timers_.emplace(std::make_pair(when, id), std::move(fn));
-  timer_index_.emplace(id, when);
+EventLoop::TimerId EventLoop::Schedule(Clock::time_point when, std::function<void()> fn) {
+  bool wake;
+  TimerId id;
+  {
+    absl::MutexLock l(&mu_);
+    id = ++next_timer_;
+    if (stop_) return id;
+    timers_.emplace(std::make_pair(when, id), std::move(fn));
+    timer_index_.emplace(id, when);
+    wake = when < wake_at_;
+  }
+  if (wake) Wake();
   return id;
 }
 
 void EventLoop::Cancel(TimerId id) {
-  CheckOnLoop(InLoopThread(), "Cancel");
+  absl::MutexLock l(&mu_);
   auto it = timer_index_.find(id);
   if (it == timer_index_.end()) return;
   timers_.erase(std::make_pair(it->second, id));
   timer_index_.erase(it);
 }
 
-int EventLoop::RunDueTimers() {
+size_t EventLoop::timers() const {
+  absl::MutexLock l(&mu_);
+  return timers_.size();
+}
+
+int EventLoop::UntilFirstTimer(Clock::time_point now) const {
+  if (timers_.empty()) return -1;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first.first - now).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, INT32_MAX));
+}
+
+void EventLoop::RunDueTimers() {
   for (;;) {
-    if (timers_.empty()) return -1;
-    auto first = timers_.begin();
-    const Clock::time_point now = Clock::now();
-    if (first->first.first > now) {
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(first->first.first - now).count();
-      return static_cast<int>(std::max<int64_t>(0, left));
+    std::function<void()> fn;
+    {
+      absl::MutexLock l(&mu_);
+      if (stop_ || timers_.empty()) return;
+      auto first = timers_.begin();
+      if (first->first.first > Clock::now()) return;
+      fn = std::move(first->second);
+      timer_index_.erase(first->first.second);
+      timers_.erase(first);
     }
-    std::function<void()> fn = std::move(first->second);
-    timer_index_.erase(first->first.second);
-    timers_.erase(first);
     fn();  // may add or cancel timers
   }
 }
@@ -125,7 +144,8 @@ void EventLoop::Loop() {
     }
     for (auto& fn : work) fn();
     work.clear();
-    int timeout_ms = RunDueTimers();
+    RunDueTimers();
+    int timeout_ms = -1;
     struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
     nfds_t nfds = 1;
     if (source_ != nullptr) {
@@ -135,15 +155,25 @@ void EventLoop::Loop() {
         fds[1].events = in.events;
         nfds = 2;
       }
-      if (in.timeout_ms >= 0) {
-        timeout_ms = timeout_ms < 0 ? in.timeout_ms : std::min(timeout_ms, in.timeout_ms);
-      }
+      timeout_ms = in.timeout_ms;
     }
     {
       absl::MutexLock l(&mu_);
+      // The earliest timer under the same lock that publishes wake_at_: a
+      // timer scheduled from another thread is either seen here or wakes
+      // the loop (Schedule).
+      const Clock::time_point now = Clock::now();
+      const int timer_ms = UntilFirstTimer(now);
+      if (timer_ms >= 0) timeout_ms = timeout_ms < 0 ? timer_ms : std::min(timeout_ms, timer_ms);
       if (!queue_.empty() || stop_) timeout_ms = 0;  // queued by work, a timer or the source
+      wake_at_ = timeout_ms < 0 ? Clock::time_point::max()
+                                : now + std::chrono::milliseconds(timeout_ms);
     }
     const int n = poll(fds, nfds, timeout_ms);
+    {
+      absl::MutexLock l(&mu_);
+      wake_at_ = Clock::time_point::min();  // awake: it looks before it sleeps
+    }
     if (n > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
       (void)!read(wake_fd_, &count, sizeof(count));

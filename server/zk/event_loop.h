@@ -2,18 +2,20 @@
 // ZooKeeper handle's socket), an eventfd to be woken, and a heap of timers;
 // and runs work posted to it from any thread, in the order it was posted.
 //
-// This is the loop of a shard (one ZooKeeper session of the pool and,
-// later, the locks that live on it): what runs on it needs no lock against
-// other work of the same loop. Today ZkClientSession owns one and drives
-// the C client on it; its completions and watchers run here.
+// This is the loop of a shard (one ZooKeeper session of the pool and the
+// locks that live on it): what runs on it needs no lock against other work
+// of the same loop. ZkClientSession owns one and drives the C client on it;
+// its completions and watchers run here, and so do the engine's timers
+// (wait timeouts, leases, suspensions, heartbeats) of the shard on that
+// session, so a timer that fires needs no hop to another thread.
 //
-// Threading: Post and Wake from any thread. RunAt, Cancel and everything a
-// Source does run on the loop thread only (InLoopThread(); RunAt and Cancel
-// check it in every build and abort otherwise). Stop from any thread but
-// the loop's.
+// Threading: Post, Wake, Schedule and Cancel from any thread (the engine's
+// entry points still run on gRPC's thread and schedule from there).
+// Everything a Source does runs on the loop thread only. Stop from any
+// thread but the loop's.
 //
-// Locks: mu_ (the posted work) is a leaf; it is never held while work,
-// timers or the source run.
+// Locks: mu_ (the posted work and the timers) is a leaf; it is never held
+// while work, timers or the source run.
 #ifndef TURNSTILE_SERVER_ZK_EVENT_LOOP_H_
 #define TURNSTILE_SERVER_ZK_EVENT_LOOP_H_
 
@@ -71,32 +73,44 @@ class EventLoop {
   void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();
 
-  // On the loop: runs `fn` on the loop at `when` (or soon after) unless
-  // cancelled first. Cancel of a timer that ran or never was is a no-op.
-  TimerId RunAt(Clock::time_point when, std::function<void()> fn);
-  void Cancel(TimerId id);
+  // Runs `fn` on the loop at `when` (or soon after) unless cancelled
+  // first; after Stop, never. Wakes a sleeping loop only for a timer due
+  // before it would look anyway: the usual cycle (a wait timeout scheduled,
+  // cancelled at the grant, the next one a little later) costs no wake-up.
+  TimerId Schedule(Clock::time_point when, std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
+  TimerId ScheduleAfter(Clock::duration d, std::function<void()> fn) {
+    return Schedule(Clock::now() + d, std::move(fn));
+  }
+  // A no-op for a timer that ran, was cancelled or never was (0). A timer
+  // already running is not waited for, and a cancel never wakes the loop.
+  void Cancel(TimerId id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Timers scheduled and not yet run or cancelled (tests: nothing leaks).
+  size_t timers() const ABSL_LOCKS_EXCLUDED(mu_);
 
   bool InLoopThread() const { return std::this_thread::get_id() == loop_id_; }
 
  private:
   void Loop();
-  // Runs the timers that are due; returns the milliseconds until the next
-  // one (-1: none).
-  int RunDueTimers();
+  // Runs the timers that are due.
+  void RunDueTimers() ABSL_LOCKS_EXCLUDED(mu_);
+  // Milliseconds until the earliest timer (-1: none).
+  int UntilFirstTimer(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Source* source_ = nullptr;
   int wake_fd_ = -1;
   std::thread thread_;
   std::thread::id loop_id_;  // set before the thread starts running work
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-
-  // The loop's own: no lock (RunAt and Cancel check the thread).
-  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
-  std::map<TimerId, Clock::time_point> timer_index_;
-  TimerId next_timer_ = 0;
+  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_
+      ABSL_GUARDED_BY(mu_);
+  std::map<TimerId, Clock::time_point> timer_index_ ABSL_GUARDED_BY(mu_);
+  TimerId next_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the sleeping loop looks at its timers anyway (min: it is awake
+  // and will look before it sleeps; max: it sleeps until woken).
+  Clock::time_point wake_at_ ABSL_GUARDED_BY(mu_) = Clock::time_point::min();
 };
 
 }  // namespace turnstile

@@ -141,7 +141,7 @@ void ZkClientSession::ScheduleRetry(const absl::Status& why) {
   std::fprintf(stderr, "turnstile: cannot open a ZooKeeper session (retry in %s): %s\n",
                FormatDuration(reopen_backoff_).c_str(),
                std::string(why.message()).c_str());
-  loop_.RunAt(std::chrono::steady_clock::now() + reopen_backoff_, [this] { Reopen(); });
+  loop_.Schedule(std::chrono::steady_clock::now() + reopen_backoff_, [this] { Reopen(); });
   reopen_backoff_ = std::min(reopen_backoff_ * 2, kMaxReopenBackoff);
 }
 

@@ -102,6 +102,8 @@ struct SessionCredentials {
   std::string password;
 };
 
+class EventLoop;
+
 class ZkSession {
  public:
   using CreateCallback = std::function<void(ZkCode, const std::string& path, const ZkStat&)>;
@@ -184,6 +186,10 @@ class ZkSession {
   // The negotiated session timeout (the requested one before connecting).
   virtual std::chrono::milliseconds session_timeout() const = 0;
   virtual SessionCredentials credentials() const = 0;
+  // The loop this session's callbacks run on, where its user may run
+  // timers too (event_loop.h: Schedule and Cancel from any thread); null
+  // for a session without one (test doubles). Stopped by Close.
+  virtual EventLoop* loop() { return nullptr; }
 
   uint64_t call_count(ZkOp op) const { return calls_[static_cast<int>(op)].load(); }
   uint64_t watch_events() const { return watch_events_.load(); }

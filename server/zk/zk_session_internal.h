@@ -76,6 +76,7 @@ class ZkClientSession final : public ZkSession, private EventLoop::Source {
     absl::MutexLock l(&mu_);
     return credentials_;
   }
+  EventLoop* loop() override { return &loop_; }
 
   // Requests (zk_session_requests.cc).
   void Create(const std::string& path, const std::string& data,
