@@ -10,7 +10,8 @@
 # and checks its fencing token; docs_test runs every block of the Markdown
 # documents marked <!-- runnable -->; take_home_cleanup removes the setup.
 # docs_lint: README.md length and contents, no issue numbers in documents,
-# the CLI's exit codes and the installed files in the documents' tables.
+# the CLI's exit codes and the installed files in the documents' tables, no
+# command in a code block that starts with a bare sudo.
 # take_home_harness_selftest: the docs test fails on a broken block, naming it.
 set(take_home_py ${CMAKE_CURRENT_SOURCE_DIR}/take_home/take_home.py)
 

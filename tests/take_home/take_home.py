@@ -673,6 +673,25 @@ def lint(root, readme=None, docs=None):
                 problems.append("issue number in a user document: %s" % hit)
         elif r.returncode != 1:
             problems.append("grep failed: %s" % r.stdout.strip())
+    # No command in a code block starts with a bare sudo: it fails for root
+    # on a machine without sudo (a container, CI). Say "with sudo unless run
+    # as root" in the text instead.
+    for path in files:
+        if not path.endswith(".md") or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            fence = None
+            for n, line in enumerate(f.read().split("\n"), 1):
+                m = FENCE_OPEN.match(line)
+                if fence:
+                    if re.match(r"^\s*" + re.escape(fence[0]) + "{%d,}\\s*$" % len(fence), line):
+                        fence = None
+                    elif re.match(r"^\s*(\$\s+)?sudo\s", line):
+                        problems.append("%s:%d: a command starts with sudo (fails for root "
+                                        "without sudo): %s" % (path, n, line.strip()))
+                    continue
+                if m:
+                    fence = m.group(2)
     return problems
 
 
@@ -987,8 +1006,8 @@ def main():
             log("lint FAIL %s" % p)
         if not problems:
             log("lint: README.md is at most %d lines with a contents list; no user document "
-                "names an issue number; the exit-code and install tables match the code"
-                % README_MAX_LINES)
+                "names an issue number; the exit-code and install tables match the code; no "
+                "command starts with a bare sudo" % README_MAX_LINES)
         return 1 if problems else 0
     if args.mode == "selftest":
         return selftest(build)
