@@ -191,7 +191,7 @@ func TestLiveCancelledWaitLeavesNoNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Waiters) == 0 {
+		if d == nil || len(d.Waiters) == 0 { // nil: free
 			break
 		}
 		if time.Now().After(deadline) {
@@ -651,7 +651,7 @@ func TestLiveFailedAcquireAllLeavesNothingHeld(t *testing.T) {
 		t.Fatalf("try-once AcquireAll with b held: %v", err)
 	}
 	for _, n := range []string{"live/set/a", "live/set/c"} {
-		if d, err := a.Describe(ctx, n); status.Code(err) != codes.NotFound {
+		if d, err := a.Describe(ctx, n); err != nil || d != nil { // nil: free
 			t.Fatalf("%s after the failed AcquireAll: %+v %v", n, d, err)
 		}
 	}
@@ -688,8 +688,8 @@ func TestLiveFailedAcquireAllLeavesNothingHeld(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range set {
 		for {
-			_, err := a.Describe(ctx, n)
-			if status.Code(err) == codes.NotFound {
+			d, err := a.Describe(ctx, n)
+			if err == nil && d == nil { // free
 				break
 			}
 			if time.Now().After(deadline) {
