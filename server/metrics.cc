@@ -65,6 +65,12 @@ prometheus::ClientMetric GaugeMetric(double value,
   return m;
 }
 
+prometheus::ClientMetric CounterMetric(double value) {
+  prometheus::ClientMetric m;
+  m.counter.value = value;
+  return m;
+}
+
 }  // namespace
 
 // Computed at scrape time: per-lock waiters/holders, session up, serving.
@@ -163,6 +169,39 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
                    "no grant until its delay has passed).",
                    prometheus::MetricType::Gauge,
                    {GaugeMetric(static_cast<double>(engine_->stats().locks_in_delay))}});
+    // Batched writes (issue 39): multis of creates and the creates in them
+    // (mean batch = creates / batches), the largest batch so far; the same
+    // for deletes.
+    const EngineStats st = engine_->stats();
+    struct Batched {
+      const char* name;
+      const char* help;
+      bool counter;
+      double value;
+    };
+    const Batched batched[] = {
+        {"turnstile_zk_create_batches_total",
+         "Multis this replica sent carrying two or more contender creates (--batch-zk-writes).",
+         true, static_cast<double>(st.create_batches)},
+        {"turnstile_zk_batched_creates_total", "Contender creates sent inside those multis.",
+         true, static_cast<double>(st.batched_creates)},
+        {"turnstile_zk_create_batch_largest",
+         "The most contender creates one multi of this replica has carried.", false,
+         static_cast<double>(st.largest_create_batch)},
+        {"turnstile_zk_delete_batches_total",
+         "Multis this replica sent carrying two or more plain contender deletes.", true,
+         static_cast<double>(st.delete_batches)},
+        {"turnstile_zk_batched_deletes_total", "Contender deletes sent inside those multis.",
+         true, static_cast<double>(st.batched_deletes)},
+        {"turnstile_zk_delete_batch_largest",
+         "The most contender deletes one multi of this replica has carried.", false,
+         static_cast<double>(st.largest_delete_batch)},
+    };
+    for (const Batched& m : batched) {
+      out.push_back({m.name, m.help,
+                     m.counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge,
+                     {m.counter ? CounterMetric(m.value) : GaugeMetric(m.value)}});
+    }
     out.push_back({"turnstile_serving",
                    "1 when this replica serves (health SERVING), else 0.",
                    prometheus::MetricType::Gauge,

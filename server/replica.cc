@@ -146,6 +146,10 @@ void ReplicaConfig::Register(FlagSet* f) {
           "for tests: after every operation the engine recounts its contenders and aborts "
           "if a count it keeps (the per-lock loads of /metrics) is wrong; slow with many "
           "contenders");
+  f->Bool("batch-zk-writes", &batch_zk_writes,
+          "send the contender creates a ZooKeeper session has ready at once as one multi "
+          "(one transaction; each node's fencing token from the multi's zxid); off: one "
+          "request per create");
   if (metrics_listen.empty()) metrics_listen = kDefaultMetricsListen;
   f->String("metrics-listen", &metrics_listen,
             "Prometheus /metrics address (host:port; port 0 picks a free one; empty disables)");
@@ -225,6 +229,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
   eo.replica_id = c.replica_id;
   eo.limits.max_contenders_per_lock = static_cast<size_t>(c.max_contenders_per_lock);
   eo.check_invariants = c.check_invariants;
+  eo.batch_writes = c.batch_zk_writes;
   eo.limits.max_semaphore_holders = static_cast<int32_t>(c.max_semaphore_holders);
   eo.limits.max_wait_timeout = c.max_wait_timeout;
   eo.limits.max_watched_path_bytes = static_cast<size_t>(c.max_watch_bytes);

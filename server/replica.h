@@ -84,6 +84,8 @@ struct ReplicaConfig {
   // every operation (EngineOptions::check_invariants); slow with many
   // contenders. The test fixtures turn it on.
   bool check_invariants = false;
+  // EngineOptions::batch_writes (--batch-zk-writes).
+  bool batch_zk_writes = true;
   // Prometheus /metrics address (host:port; port 0 picks one); empty = off.
   // Off for in-process replicas; Register() makes the flag default
   // kDefaultMetricsListen, so turnstiled serves metrics unless told not to.

@@ -146,7 +146,8 @@ ZkCode FakeZkServer::ApplyCreate(Tree& t, int64_t zxid, const std::string& path,
   n.data = data;
   n.stat.czxid = n.stat.mzxid = zxid;
   n.stat.ctime_ms = n.stat.mtime_ms = NowUnixMs();
-  n.stat.ephemeral_owner = mode == CreateMode::kEphemeralSequential ? owner : 0;
+  n.stat.ephemeral_owner =
+      mode == CreateMode::kEphemeralSequential || mode == CreateMode::kEphemeral ? owner : 0;
   n.container = mode == CreateMode::kContainer;
   t.emplace(name, std::move(n));
   p->second.children.insert(BaseName(name));
@@ -494,7 +495,8 @@ void FakeZkSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
            FakeZkServer::Tree copy = srv.tree_;
            std::vector<FakeZkServer::Fire> fires;
            const int64_t zxid = srv.zxid_ + 1;  // one transaction, one zxid
-           std::vector<ZkCode> codes(ops.size(), ZkCode::kOk);
+           std::vector<ZkMultiResult> results(ops.size());
+           for (ZkMultiResult& r : results) r.code = ZkCode::kOk;
            ZkCode failed = ZkCode::kOk;
            for (size_t i = 0; i < ops.size(); ++i) {
              const ZkMultiOp& op = ops[i];
@@ -505,6 +507,11 @@ void FakeZkSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
                  break;
                case ZkMultiOp::Type::kSetData:
                  c = srv.ApplySetData(copy, zxid, op.path, op.data, op.version, &fires);
+                 if (c == ZkCode::kOk) results[i].stat = FakeZkServer::StatOf(copy.at(op.path));
+                 break;
+               case ZkMultiOp::Type::kCreate:
+                 c = srv.ApplyCreate(copy, zxid, op.path, op.data, op.mode, session_id_,
+                                     &results[i].path, &fires);
                  break;
                case ZkMultiOp::Type::kCheck: {
                  auto it = copy.find(op.path);
@@ -517,8 +524,12 @@ void FakeZkSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
                }
              }
              if (c != ZkCode::kOk) {
-               codes[i] = failed = c;
-               for (size_t j = i + 1; j < ops.size(); ++j) codes[j] = ZkCode::kOther;
+               results[i].code = failed = c;
+               for (size_t j = 0; j < ops.size(); ++j) {
+                 results[j].path.clear();
+                 results[j].stat = ZkStat{};
+                 if (j > i) results[j].code = ZkCode::kOther;
+               }
                break;
              }
            }
@@ -528,10 +539,14 @@ void FakeZkSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
              srv.Trigger(fires);
              srv.ReapAfter(fires);
            }
-           *ok = [done, codes] { done(codes); };
+           *ok = [done, results] { done(results); };
            return failed;
          },
-         [done, n](ZkCode code) { done(std::vector<ZkCode>(n, code)); });
+         [done, n](ZkCode code) {
+           std::vector<ZkMultiResult> out(n);
+           for (ZkMultiResult& r : out) r.code = code;
+           done(out);
+         });
 }
 
 uint64_t FakeZkSession::GetData(const std::string& path, Watcher watcher, DataCallback done) {

@@ -228,6 +228,13 @@ class FakeZkSession final : public ZkSession {
   void LoseNextReply(ZkOp op, const std::string& path_part);
   void LoseNextRequest(ZkOp op, const std::string& path_part);
 
+  // --- The loop the session's user runs on (ZkSession::loop). Without
+  // one (the default) the engine gives each shard a loop of its own; a
+  // test that sets its own (before the engine is built) can hold that loop
+  // busy, so that what the engine queues for its next turn piles up.
+  void UseLoop(EventLoop* loop) { loop_ = loop; }
+  EventLoop* loop() override { return loop_; }
+
   // --- A call that does not return.
   // While the gate is closed, every request (each ZkSession call that
   // Submits: creates, deletes, reads, writes, syncs) blocks in its caller's
@@ -256,6 +263,7 @@ class FakeZkSession final : public ZkSession {
     uint64_t after_item = 0;  // kWatch: not before this reply
   };
   enum class State { kNew, kConnected, kDisconnected, kClosed };
+  EventLoop* loop_ = nullptr;
   // Builds the reply of a request made now (REQUIRES server_->mu_): runs
   // under the server's lock, returns the code and fills `ok`.
   using Apply = std::function<ZkCode(uint64_t item_id, std::function<void()>* ok)>;

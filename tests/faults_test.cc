@@ -95,7 +95,9 @@ class FaultySession final : public ZkSession {
     for (const auto& op : ops) deletes = deletes || op.type == ZkMultiOp::Type::kDelete;
     if (fail_deletes_ && deletes) {
       std::thread([done, n = ops.size()] {
-        done(std::vector<ZkCode>(n, ZkCode::kConnectionLoss));
+        std::vector<ZkMultiResult> out(n);
+        for (ZkMultiResult& r : out) r.code = ZkCode::kConnectionLoss;
+        done(out);
       }).detach();
       return;
     }
@@ -664,13 +666,18 @@ TEST_F(FaultsTest, MultiAppliesAllOrNothingWithACodePerOperation) {
   for (const char* n : {"/a", "/b", "/c", "/m"}) {
     ASSERT_EQ(zk_->Create(root_ + n, "", CreateMode::kPersistent), ZkCode::kOk);
   }
-  auto run = [&](std::vector<ZkMultiOp> ops) {
-    auto p = std::make_shared<std::promise<std::vector<ZkCode>>>();
+  auto run_results = [&](std::vector<ZkMultiOp> ops) {
+    auto p = std::make_shared<std::promise<std::vector<ZkMultiResult>>>();
     auto f = p->get_future();
     zk_->session().Multi(std::move(ops),
-                         [p](const std::vector<ZkCode>& codes) { p->set_value(codes); });
+                         [p](const std::vector<ZkMultiResult>& r) { p->set_value(r); });
     EXPECT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
     return f.get();
+  };
+  auto run = [&](std::vector<ZkMultiOp> ops) {
+    std::vector<ZkCode> codes;
+    for (const ZkMultiResult& r : run_results(std::move(ops))) codes.push_back(r.code);
+    return codes;
   };
   using V = std::vector<ZkCode>;
   // A check that fails: nothing applied.
@@ -695,6 +702,32 @@ TEST_F(FaultsTest, MultiAppliesAllOrNothingWithACodePerOperation) {
   // A version that does not match.
   EXPECT_EQ(run({ZkMultiOp::Delete(root_ + "/c", 7)}), (V{ZkCode::kBadVersion}));
   EXPECT_TRUE(zk_->Exists(root_ + "/c").ok());
+
+  // Issue 39 (batched creates): creates in a multi report their paths, and
+  // a setData in the same multi reports the multi's zxid as its mzxid,
+  // which is the czxid of every node the multi created (their fencing
+  // tokens).
+  auto made = run_results({ZkMultiOp::Create(root_ + "/b/x-", "1", CreateMode::kEphemeralSequential),
+                           ZkMultiOp::Create(root_ + "/c/x-", "2", CreateMode::kEphemeralSequential),
+                           ZkMultiOp::SetData(root_ + "/m", "clock")});
+  ASSERT_EQ(made.size(), 3u);
+  for (const ZkMultiResult& r : made) EXPECT_EQ(r.code, ZkCode::kOk);
+  EXPECT_EQ(made[0].path, root_ + "/b/x-0000000000");
+  EXPECT_EQ(made[1].path, root_ + "/c/x-0000000000");
+  EXPECT_GT(made[2].stat.mzxid, 0);
+  for (int i = 0; i < 2; ++i) {
+    auto st = zk_->Exists(made[i].path);
+    ASSERT_TRUE(st.ok()) << made[i].path;
+    EXPECT_EQ(st->czxid, made[2].stat.mzxid) << made[i].path;
+  }
+  // One create failing (its parent is gone): none is made.
+  EXPECT_EQ(run({ZkMultiOp::Create(root_ + "/b/x-", "3", CreateMode::kEphemeralSequential),
+                 ZkMultiOp::Create(root_ + "/gone/x-", "4", CreateMode::kEphemeralSequential),
+                 ZkMultiOp::SetData(root_ + "/m", "clock")}),
+            (V{ZkCode::kOk, ZkCode::kNoNode, ZkCode::kOther}));
+  auto b_children = zk_->Children(root_ + "/b");
+  ASSERT_TRUE(b_children.ok());
+  EXPECT_EQ(b_children->size(), 1u);
 }
 
 // SPEC §8: the create's reply can arrive after the caller gave up.

@@ -123,6 +123,17 @@ struct Latency {
 // Nearest-rank percentiles.
 Latency Summarize(std::vector<double> samples_ms);
 
+// --- The replica's batched writes (issue 39) --------------------------------
+
+// Its counters from one scrape of its /metrics (o.metrics); ok false if the
+// scrape failed (a replica without metrics: nothing is reported).
+struct BatchCounters {
+  bool ok = false;
+  double create_batches = 0, batched_creates = 0, largest_create = 0;
+  double delete_batches = 0, batched_deletes = 0, largest_delete = 0;
+};
+BatchCounters ScrapeBatchCounters(const std::string& metrics_address);
+
 // --- ZooKeeper four-letter words --------------------------------------------
 
 // Sends `cmd` (e.g. "mntr") to the first server of a ZooKeeper connect string

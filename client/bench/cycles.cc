@@ -98,6 +98,7 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
     bare = std::make_unique<BareCycles>();
     if (!bare->Start(o, names, &error)) bs = Failed(error);
   }
+  const BatchCounters batches_before = ScrapeBatchCounters(o.metrics);
   Interleave(
       o.slices,
       [&](int) {
@@ -128,6 +129,21 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
   PrintSliceRates(ts, fs);
   PrintUsage(tu, t.cycles, fu, f.cycles);
   if (!o.bare_server.empty()) PrintGrpcAlone(b, bu, tu, t.cycles, fu, f.cycles);
+  const BatchCounters batches_after = ScrapeBatchCounters(o.metrics);
+  const bool batches_known = batches_before.ok && batches_after.ok;
+  const double cb = batches_after.create_batches - batches_before.create_batches;
+  const double cc = batches_after.batched_creates - batches_before.batched_creates;
+  const double db = batches_after.delete_batches - batches_before.delete_batches;
+  const double dc = batches_after.batched_deletes - batches_before.batched_deletes;
+  if (batches_known) {
+    // Cycles that were not batched went alone (a batch of one is a plain request).
+    std::printf("  batched ZooKeeper writes (turnstile side, /metrics): creates %.0f of %llu in "
+                "%.0f multis (mean %.2f, largest so far %.0f); deletes %.0f in %.0f multis "
+                "(mean %.2f, largest so far %.0f)\n",
+                cc, static_cast<unsigned long long>(t.cycles), cb, cb > 0 ? cc / cb : 0.0,
+                batches_after.largest_create, dc, db, db > 0 ? dc / db : 0.0,
+                batches_after.largest_delete);
+  }
   auto side = [&](const CycleResult& r) {
     return Json()
         .Int("cycles", static_cast<int64_t>(r.cycles))
@@ -153,6 +169,17 @@ bool RunSeparateLocks(const BenchOptions& o, const std::string& w, int clients) 
                         .Num(rate, Ratio(t.per_second, f.per_second))
                         .Num("cycle_p50_ms", Ratio(t.cycle.p50_ms, f.cycle.p50_ms))
                         .Num("cycle_p99_ms", Ratio(t.cycle.p99_ms, f.cycle.p99_ms)));
+  if (batches_known) {
+    j.Obj("batches", Json()
+                         .Num("create_multis", cb)
+                         .Num("batched_creates", cc)
+                         .Num("create_batch_mean", cb > 0 ? cc / cb : 0.0)
+                         .Num("create_batch_largest", batches_after.largest_create)
+                         .Num("delete_multis", db)
+                         .Num("batched_deletes", dc)
+                         .Num("delete_batch_mean", db > 0 ? dc / db : 0.0)
+                         .Num("delete_batch_largest", batches_after.largest_delete));
+  }
   std::string bare_error;
   if (!o.bare_server.empty()) {
     Json usage;

@@ -270,4 +270,23 @@ bool RunW6(const BenchOptions& o) {
   return ok;
 }
 
+BatchCounters ScrapeBatchCounters(const std::string& metrics_address) {
+  BatchCounters c;
+  std::string why;
+  const std::string reply =
+      FourLetterWord(metrics_address, "GET /metrics HTTP/1.0\r\n\r\n", Millis(3000), &why);
+  if (reply.find(" 200 ") == std::string::npos ||
+      reply.find("\nturnstile_zk_create_batches_total ") == std::string::npos) {
+    return c;
+  }
+  c.ok = true;
+  c.create_batches = SumOf(reply, "turnstile_zk_create_batches_total ");
+  c.batched_creates = SumOf(reply, "turnstile_zk_batched_creates_total ");
+  c.largest_create = SumOf(reply, "turnstile_zk_create_batch_largest ");
+  c.delete_batches = SumOf(reply, "turnstile_zk_delete_batches_total ");
+  c.batched_deletes = SumOf(reply, "turnstile_zk_batched_deletes_total ");
+  c.largest_delete = SumOf(reply, "turnstile_zk_delete_batch_largest ");
+  return c;
+}
+
 }  // namespace turnstile::bench

@@ -12,6 +12,7 @@
 #   bash deploy/local/bench.sh --workloads w5  # only the 20,000 waiters on one replica
 #   bash deploy/local/bench.sh --workloads w6  # what a /metrics scrape costs handoffs
 #   bash deploy/local/bench.sh --workloads w3 --zk-sessions 1  # the replica's pool (default 4)
+#   bash deploy/local/bench.sh --workloads w1,w3 --no-batch   # the replica with --batch-zk-writes=false
 #   bash deploy/local/bench.sh --no-zk-restart # W5 without its ZooKeeper restart
 #   bash deploy/local/bench.sh --workloads w1,w2,w3 --security
 #                                              # W1..W3 also over TLS, mutual TLS and
@@ -105,6 +106,7 @@ zk_restart=1
 security=0
 policy_rules=10,10000
 zk_sessions=4
+batch=true
 bench_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -114,6 +116,7 @@ while [ $# -gt 0 ]; do
     --policy-rules) [ $# -ge 2 ] || { echo "bench.sh: --policy-rules needs a value" >&2; exit 2; }
                     policy_rules=$2; security=1; shift ;;
     --policy-rules=*) policy_rules=${1#--policy-rules=}; security=1 ;;
+    --no-batch) batch=false ;;
     --zk-sessions) [ $# -ge 2 ] || { echo "bench.sh: --zk-sessions needs a value" >&2; exit 2; }
                    zk_sessions=$2; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
@@ -132,7 +135,7 @@ cluster_begin
 start=$SECONDS
 start_zookeeper "" "$force_sync"
 [[ $zk_sessions =~ ^[1-9][0-9]?$ ]] || { echo "bench.sh: --zk-sessions must be 1..64" >&2; exit 2; }
-replica_flags=(--zk-session-timeout 30s --zk-sessions "$zk_sessions"
+replica_flags=(--zk-session-timeout 30s --zk-sessions "$zk_sessions" --batch-zk-writes="$batch"
   --max-contenders-per-lock 20001 --max-streams 25000 --max-watch-bytes $((900 * 1024)))
 metrics_port=$(free_port)  # W6 scrapes it
 start_turnstiled "" "${replica_flags[@]}" --metrics-listen "127.0.0.1:$metrics_port"

@@ -243,28 +243,6 @@ std::string EngineShard::CreateData(const Contender* c) const {
   return EncodeContenderInfo(info);
 }
 
-void EngineShard::IssueCreate(Contender* c) {
-  if (c->abandoned) {
-    Forget(c);
-    return;
-  }
-  SetState(c, State::kCreating);
-  c->create_order = ++create_counter_;
-  uint64_t id = c->id, gen = ++c->gen;
-  c->zk()->Create(c->lock_path() + "/" +
-                      ContenderNodePrefix(c->params.kind, c->uid_view(), c->params.max_holders),
-              CreateData(c), CreateMode::kEphemeralSequential,
-              [this, id, gen](ZkCode code, const std::string& path,
-                              const ZkStat& stat) {
-                OnCreated(id, gen, code, path, stat);
-                Deliver();
-              });
-  // Pipelined: ZooKeeper answers one session's requests in order, so a
-  // listing sent right behind the create already contains the new node and
-  // costs no extra round trip.
-  RequestList(c->segment);
-}
-
 namespace {
 
 // A ZooKeeper write that failed for good. NO_AUTH means this replica's
@@ -283,7 +261,6 @@ absl::Status ZkWriteFailure(const char* what, const std::string& path, ZkCode co
 
 void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                            const std::string& path, const ZkStat& stat) {
-  ShardLock l(this);
   Contender* c = Find(id, gen);
   if (c == nullptr) return;
   if (code == ZkCode::kNoNode) {

@@ -27,7 +27,9 @@
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
 // fencing-token check in engine_shard_check.cc; the kept
 // loads in engine_shard_loads.cc; the shard lock, its checks and delivery
-// in engine_shard_lock.cc.
+// in engine_shard_lock.cc; the writes of one loop turn sent together (a
+// multi of creates with the session's clock, a multi of deletes) in
+// engine_shard_batch.cc, by the rules of write_batcher.h.
 //
 // Knowledge shared on this replica: one ordered view per lock (LockQueue),
 // shared by the replica's contenders on it. A departure is one erase, and
@@ -61,6 +63,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/session_slot.h"
+#include "server/engine/write_batcher.h"
 #include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "server/recipe/lock_queue.h"
@@ -232,9 +235,32 @@ class EngineShard {
   void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Batched creates (engine_shard_batch.cc): IssueCreate queues the
+  // contender's create for the loop's next turn; FlushCreates sends what
+  // is ready, alone (SendCreate) or as one multi (SendCreateBatch).
   void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushCreates() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendCreateBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnCreateBatch(SessionSlot* slot, uint64_t epoch,
+                     const std::vector<WriteBatcher::Write>& batch,
+                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Plain deletes, batched the same way (no clock: a delete has no token).
+  void QueueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushDeletes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleteReply(Contender* c, ZkCode code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendDeleteBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDeleteBatch(SessionSlot* slot, uint64_t epoch,
+                     const std::vector<WriteBatcher::Write>& batch,
+                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PostWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ClockPath(int64_t session_id) const;
+  void EnsureClock(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
-                 const ZkStat& stat) ABSL_LOCKS_EXCLUDED(mu_);
+                 const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
@@ -378,6 +404,12 @@ class EngineShard {
   absl::Mutex loads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
+  // Creates and plain deletes waiting for the loop's next turn, and
+  // whether that turn is posted (engine_shard_batch.cc).
+  static constexpr size_t kMaxWriteBatch = 64;
+  WriteBatcher creates_ ABSL_GUARDED_BY(mu_){kMaxWriteBatch};
+  WriteBatcher deletes_ ABSL_GUARDED_BY(mu_){kMaxWriteBatch};
+  bool writes_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Set before the first Open (SetObserver), then only read; called with
   // mu_ held.

@@ -463,7 +463,7 @@ EngineShard::Contender* EngineShard::LocalSuccessor(Contender* c) {
 void EngineShard::IssueDelete(Contender* c) {
   SetState(c, State::kDeleting);
   Disarm(c);
-  uint64_t id = c->id, gen = ++c->gen;
+  const uint64_t id = c->id, gen = ++c->gen;
   Contender* next = LocalSuccessor(c);
   // A clean release of a hold with a lock-delay says it was clean, in the
   // same transaction, so that waiters elsewhere do not wait the delay.
@@ -502,22 +502,8 @@ void EngineShard::IssueDelete(Contender* c) {
         next_path, std::move(done));
     return;
   }
-  c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
-    {
-      ShardLock l(this);
-      Contender* c = Find(id, gen);
-      if (c == nullptr) return;
-      if (IsRetryable(code)) {
-        c->delete_retried = true;
-        Stall(c);
-      } else if (code == ZkCode::kNoNode) {
-        OnDeleteFoundNoNode(c);
-      } else {
-        OnDeleted(c, nullptr);  // deleted, or gone with the session
-      }
-    }
-    Deliver();
-  });
+  // A plain delete: with the others of this loop turn (engine_shard_batch.cc).
+  QueueDelete(c);
 }
 
 // The contender's node is gone: RELEASED, then the contender behind it

@@ -67,13 +67,13 @@ inline void DeleteInOneTransaction(ZkSession* zk, const std::string& path,
   const bool check = !check_path.empty();
   if (check) ops.push_back(ZkMultiOp::Check(check_path));
   zk->Multi(std::move(ops), [done = std::move(done), del_at, check](
-                                const std::vector<ZkCode>& codes) {
-    ZkCode del = codes[del_at];
+                                const std::vector<ZkMultiResult>& results) {
+    ZkCode del = results[del_at].code;
     for (size_t i = 0; i < del_at; ++i) {
       // The mark failed (a code of its own, not the request's): nothing applied.
-      if (codes[i] != ZkCode::kOk && codes[i] != del) del = ZkCode::kOther;
+      if (results[i].code != ZkCode::kOk && results[i].code != del) del = ZkCode::kOther;
     }
-    done(del, check ? codes[del_at + 1] : ZkCode::kOk);
+    done(del, check ? results[del_at + 1].code : ZkCode::kOk);
   });
 }
 

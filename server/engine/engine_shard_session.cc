@@ -291,6 +291,12 @@ void EngineShard::OnExpired(SessionSlot* slot) {
   slot->in_doubt = false;
   slot->heartbeat_in_flight = false;  // its reply, if any, is for the old epoch
   ++slot->epoch;
+  // Its clock went with it; queued creates are stale (every contender is
+  // re-queued below with a new generation), and no multi of the old
+  // session holds a lock back any longer.
+  slot->clock_path.clear();
+  creates_.Clear();
+  deletes_.Clear();
   loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   for (auto& [segment, lock] : locks_) {
@@ -343,6 +349,7 @@ void EngineShard::Bootstrap(SessionSlot* slot) {
 void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
   if (index == paths.size()) {
     slot->bootstrapped = true;
+    EnsureClock(slot);
     UpdateServing();
     Heartbeat(slot);
     std::vector<Contender*> pending;

@@ -3,6 +3,7 @@
 #include "server/engine/lock_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -10,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "server/engine/engine_shard.h"
 
 namespace turnstile {
@@ -72,6 +75,17 @@ LockEngine::~LockEngine() {
   // No timer of a shard may run while the shards are destroyed: the
   // sessions' loops are stopped by their Close, the engine's own here.
   for (auto& loop : own_loops_) loop->Stop();
+}
+
+bool LockEngine::AwaitLoops(std::chrono::milliseconds timeout) const {
+  auto left = std::make_shared<std::atomic<size_t>>(loops_.size());
+  auto done = std::make_shared<absl::Notification>();
+  for (EventLoop* loop : loops_) {
+    loop->Post([left, done] {
+      if (left->fetch_sub(1) == 1) done->Notify();
+    });
+  }
+  return done->WaitForNotificationWithTimeout(absl::FromChrono(timeout));
 }
 
 size_t LockEngine::pending_timers() const {

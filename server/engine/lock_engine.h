@@ -169,6 +169,9 @@ struct EngineOptions {
   // Tests: after every locked section, count every contender and abort if
   // a lock's published load (LockLoads) differs. O(contenders) per call.
   bool check_invariants = false;
+  // Creates of one loop turn go to ZooKeeper as one multi, and so do plain
+  // deletes (issue 39; write_batcher.h). Off: one request per write.
+  bool batch_writes = true;
 };
 
 struct ContenderView {
@@ -224,6 +227,17 @@ struct EngineStats {
   size_t locks_in_delay = 0;          // this replica's locks in lock-delay now
   uint64_t revokes_requested = 0;  // written by this replica
   uint64_t revokes_delivered = 0;  // told to holders on this replica
+  // Batched creates (write_batcher.h): multis sent, the creates in them,
+  // the largest, and multis that failed and were resent one by one.
+  uint64_t create_batches = 0;
+  uint64_t batched_creates = 0;
+  size_t largest_create_batch = 0;
+  uint64_t create_batches_split = 0;
+  // Batched plain deletes, the same way.
+  uint64_t delete_batches = 0;
+  uint64_t batched_deletes = 0;
+  size_t largest_delete_batch = 0;
+  uint64_t delete_batches_split = 0;
   size_t contenders = 0;           // local contenders with any state
   size_t holders = 0;
 
@@ -243,6 +257,14 @@ struct EngineStats {
     locks_in_delay += o.locks_in_delay;
     revokes_requested += o.revokes_requested;
     revokes_delivered += o.revokes_delivered;
+    create_batches += o.create_batches;
+    batched_creates += o.batched_creates;
+    if (o.largest_create_batch > largest_create_batch) largest_create_batch = o.largest_create_batch;
+    create_batches_split += o.create_batches_split;
+    delete_batches += o.delete_batches;
+    batched_deletes += o.batched_deletes;
+    if (o.largest_delete_batch > largest_delete_batch) largest_delete_batch = o.largest_delete_batch;
+    delete_batches_split += o.delete_batches_split;
     contenders += o.contenders;
     holders += o.holders;
   }
@@ -388,6 +410,10 @@ class LockEngine {
   // Timers pending on the shards' loops (tests: nothing leaks). A session's
   // loop also holds the session's own (a reopen's back-off).
   size_t pending_timers() const;
+  // Tests: returns once every shard's loop has run what was posted to it
+  // before the call (the writes queued for a loop turn have reached the
+  // sessions), or after `timeout`; false then. Not from a loop thread.
+  bool AwaitLoops(std::chrono::milliseconds timeout) const;
   // When this replica granted the hold of the node at `path` (wall clock),
   // or 0 if it is not a hold announced by this replica.
   int64_t LocalGrantUnixMs(const std::string& path) const;

@@ -66,6 +66,10 @@ struct SessionSlot {
   ZkSession* zk = nullptr;
   bool connected = false;
   bool bootstrapped = false;  // the root exists on this session
+  // The session's clock node (EngineShard::EnsureClock), once made: a
+  // batch of creates sets its data to learn the batch's zxid. Empty: none
+  // (creates go one by one).
+  std::string clock_path;
   // Connected, but the heartbeat in flight has been unanswered for too
   // long (DoubtAfter in engine_shard_session.cc), or none was confirmed for
   // kDoubtAfterHeartbeats intervals: the connection may be cut, or the

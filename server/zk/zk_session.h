@@ -52,7 +52,7 @@ struct ZkStat {
   int32_t data_length = 0;
 };
 
-enum class CreateMode { kPersistent, kContainer, kEphemeralSequential };
+enum class CreateMode { kPersistent, kContainer, kEphemeralSequential, kEphemeral };
 
 enum class WatchEventType { kCreated, kDeleted, kDataChanged, kChildrenChanged };
 
@@ -80,11 +80,12 @@ class ZkObserver {
 
 // One operation of a ZooKeeper multi (a transaction: all apply or none).
 struct ZkMultiOp {
-  enum class Type { kDelete, kCheck, kSetData };
+  enum class Type { kDelete, kCheck, kSetData, kCreate };
   Type type = Type::kCheck;
   std::string path;
-  std::string data;  // kSetData
+  std::string data;  // kSetData, kCreate
   int32_t version = -1;  // -1: any version
+  CreateMode mode = CreateMode::kPersistent;  // kCreate
   static ZkMultiOp Delete(std::string path, int32_t version = -1) {
     return ZkMultiOp{Type::kDelete, std::move(path), "", version};
   }
@@ -95,6 +96,21 @@ struct ZkMultiOp {
   static ZkMultiOp SetData(std::string path, std::string data, int32_t version = -1) {
     return ZkMultiOp{Type::kSetData, std::move(path), std::move(data), version};
   }
+  // The created path (with a sequential suffix) comes back in its result;
+  // a create in a multi reports no Stat (ZooKeeper's multi does not), but
+  // every node a multi creates has the multi's zxid as its czxid, which a
+  // kSetData in the same multi returns as its Stat's mzxid.
+  static ZkMultiOp Create(std::string path, std::string data, CreateMode mode) {
+    return ZkMultiOp{Type::kCreate, std::move(path), std::move(data), -1, mode};
+  }
+};
+
+// One operation's outcome in a multi: its code; a kCreate's created path
+// and a kSetData's Stat when the multi applied.
+struct ZkMultiResult {
+  ZkCode code = ZkCode::kOther;
+  std::string path;
+  ZkStat stat;
 };
 
 struct SessionCredentials {
@@ -111,8 +127,8 @@ class ZkSession {
   using DataCallback = std::function<void(ZkCode, const std::string& data, const ZkStat&)>;
   using StatCallback = std::function<void(ZkCode, const ZkStat&)>;
   using ChildrenCallback = std::function<void(ZkCode, const std::vector<std::string>&)>;
-  // A multi's outcome: one code per operation, in order.
-  using MultiCallback = std::function<void(const std::vector<ZkCode>& codes)>;
+  // A multi's outcome: one result per operation, in order.
+  using MultiCallback = std::function<void(const std::vector<ZkMultiResult>& results)>;
   // Called at most once, for a node event. Never called for session events;
   // dropped without a call if the session expires or closes first.
   using Watcher = std::function<void(WatchEventType)>;
@@ -126,7 +142,8 @@ class ZkSession {
   virtual void Delete(const std::string& path, int32_t version,
                       VoidCallback done) = 0;
   // Runs `ops` as one transaction (ZooKeeper's multi): all apply, or none.
-  // Applied: every code kOk. Not applied: the operation that failed has
+  // Applied: every code kOk (a create's path, a setData's Stat filled in).
+  // Not applied: the operation that failed has
   // its error (e.g. kNoNode), the ones before it kOk (they would have
   // applied), the ones after it kOther (not reached). A failure of the
   // request as a whole (connection loss, session expiry) comes as that

@@ -51,6 +51,16 @@ ZkStat ToStat(const struct Stat* s) {
   return out;
 }
 
+int CreateFlags(CreateMode mode) {
+  switch (mode) {
+    case CreateMode::kContainer: return ZOO_CONTAINER;
+    case CreateMode::kEphemeralSequential: return ZOO_EPHEMERAL_SEQUENTIAL;
+    case CreateMode::kEphemeral: return ZOO_EPHEMERAL;
+    case CreateMode::kPersistent: break;
+  }
+  return ZOO_PERSISTENT;
+}
+
 }  // namespace
 
 struct ZkClientSession::CallContext {
@@ -63,6 +73,11 @@ struct ZkClientSession::CallContext {
   ChildrenStatCallback children_stat;
   MultiCallback multi;
   std::vector<zoo_op_result_t> multi_results;
+  // What the C client writes at the completion: a create's path, a
+  // setData's Stat (one slot per op; unused for the other kinds).
+  std::vector<std::vector<char>> multi_paths;
+  std::vector<struct Stat> multi_stats;
+  std::vector<bool> multi_sets;  // which ops are setData
   ZkOp op = ZkOp::kCount;
   // An exists watch stays on a missing node (ZNONODE): the watcher is kept.
   bool keeps_watch_on_no_node = false;
@@ -90,16 +105,18 @@ struct ZkClientSession::CallContext {
     if (data) data(code, std::string(), ZkStat{});
     if (stat) stat(code, ZkStat{});
     if (children_stat) children_stat(code, {}, ZkStat{});
-    if (multi) multi(std::vector<ZkCode>(multi_results.size(), code));
+    if (multi) {
+      std::vector<ZkMultiResult> out(multi_results.size());
+      for (ZkMultiResult& r : out) r.code = code;
+      multi(out);
+    }
   }
 };
 
 void ZkClientSession::Create(const std::string& path, const std::string& data,
                              CreateMode mode, CreateCallback done) {
   CountCall(ZkOp::kCreate);
-  int flags = ZOO_PERSISTENT;
-  if (mode == CreateMode::kContainer) flags = ZOO_CONTAINER;
-  if (mode == CreateMode::kEphemeralSequential) flags = ZOO_EPHEMERAL_SEQUENTIAL;
+  const int flags = CreateFlags(mode);
   auto* ctx = new CallContext{this, 0};
   ctx->op = ZkOp::kCreate;
   ctx->create = std::move(done);
@@ -128,9 +145,16 @@ void ZkClientSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
   ctx->op = ZkOp::kMulti;
   ctx->multi = std::move(done);
   ctx->multi_results.resize(ops.size());
+  ctx->multi_paths.resize(ops.size());
+  ctx->multi_stats.resize(ops.size());
+  ctx->multi_sets.resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ctx->multi_sets[i] = ops[i].type == ZkMultiOp::Type::kSetData;
+  }
   Issue(ctx, [=](zhandle_t* zh) {
-    // The C client serializes the ops at once; only the results array
-    // must live until the completion.
+    // The C client serializes the ops at once; the results array, a
+    // create's path buffer and a setData's Stat must live until the
+    // completion (they are ctx's).
     std::vector<zoo_op_t> zops(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       const ZkMultiOp& op = ops[i];
@@ -143,8 +167,17 @@ void ZkClientSession::Multi(std::vector<ZkMultiOp> ops, MultiCallback done) {
           break;
         case ZkMultiOp::Type::kSetData:
           zoo_set_op_init(&zops[i], op.path.c_str(), op.data.data(),
-                          static_cast<int>(op.data.size()), op.version, nullptr);
+                          static_cast<int>(op.data.size()), op.version, &ctx->multi_stats[i]);
           break;
+        case ZkMultiOp::Type::kCreate: {
+          // A sequential suffix is 10 digits.
+          std::vector<char>& buf = ctx->multi_paths[i];
+          buf.assign(op.path.size() + 16, '\0');
+          zoo_create_op_init(&zops[i], op.path.c_str(), op.data.data(),
+                             static_cast<int>(op.data.size()), Acl(), CreateFlags(op.mode),
+                             buf.data(), static_cast<int>(buf.size()));
+          break;
+        }
       }
     }
     return zoo_amulti(zh, static_cast<int>(zops.size()), zops.data(),
@@ -345,15 +378,23 @@ void ZkClientSession::OnMulti(int rc, const void* data) {
   // result in the array (ZRUNTIMEINCONSISTENCY for those after it); a
   // request that never ran (connection loss, expiry) leaves the array
   // untouched.
-  std::vector<ZkCode> codes(ctx->multi_results.size(), code);
+  std::vector<ZkMultiResult> out(ctx->multi_results.size());
+  for (ZkMultiResult& r : out) r.code = code;
   if (rc == ZOK || rc == ZNONODE || rc == ZBADVERSION || rc == ZNOAUTH ||
       rc == ZNOTEMPTY || rc == ZRUNTIMEINCONSISTENCY || rc == ZNODEEXISTS) {
-    for (size_t i = 0; i < codes.size(); ++i) {
+    for (size_t i = 0; i < out.size(); ++i) {
       const int err = ctx->multi_results[i].err;
-      codes[i] = err == ZRUNTIMEINCONSISTENCY ? ZkCode::kOther : MapRc(err);
+      out[i].code = err == ZRUNTIMEINCONSISTENCY ? ZkCode::kOther : MapRc(err);
     }
   }
-  ctx->multi(codes);
+  if (rc == ZOK) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      const std::vector<char>& buf = ctx->multi_paths[i];
+      if (!buf.empty()) out[i].path.assign(buf.data());  // NUL-terminated by the C client
+      if (ctx->multi_sets[i]) out[i].stat = ToStat(&ctx->multi_stats[i]);
+    }
+  }
+  ctx->multi(out);
   delete ctx;
 }
 

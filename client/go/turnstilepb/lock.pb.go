@@ -1515,7 +1515,10 @@ type Acquired struct {
 	// Fencing token: the ZooKeeper czxid of the contender node. Strictly
 	// increasing across successive holders of a lock, even if the lock's node
 	// was deleted and recreated in between. Pass it to the resource you
-	// protect and reject requests that carry a smaller one.
+	// protect and reject requests that carry a smaller one. Compare tokens of
+	// one lock only: holders of different locks may have equal tokens (a
+	// replica creates contender nodes of several locks in one ZooKeeper
+	// transaction, and each of them has that transaction's zxid).
 	FencingToken uint64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	// ttl > 0: the lease is valid for this long unless renewed. ttl = 0: unset,
 	// the hold lasts while the stream is open and no SUSPENDED arrives.
