@@ -26,6 +26,7 @@
 
 #include "server/engine/engine_shard.h"
 #include "server/engine/lock_engine.h"
+#include "server/engine/lock_observers.h"
 #include "server/engine/session_slot.h"
 #include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
@@ -1525,6 +1526,84 @@ TEST_F(FakeSessionTest, DeletesOfOneLoopTurnGoAsOneMulti) {
       EXPECT_LE(after.delete_batches_split - before.delete_batches_split, 1u);
     }
   }
+}
+
+// Observers per shard (issue 39): a lock's observer entries live with the
+// shard that owns the lock, under a lock of that shard's. A shard whose
+// observers are stuck inside a call on its session (their lock held, the
+// worst a session in trouble can do) does not hold up the observers of
+// another shard; with one observers' lock across shards, B's Start waited
+// behind A's stuck call and this test failed at its deadline.
+class StateSink final : public ObserveSink {
+ public:
+  void OnState(std::shared_ptr<const LockSnapshot> state) override {
+    std::lock_guard<std::mutex> l(mu_);
+    states_.push_back(std::move(state));
+    cv_.notify_all();
+  }
+  void OnDrain() override {}
+  // Waits for a known state with `holders` holders.
+  bool AwaitHolders(size_t holders) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, kDeadline, [&] {
+      for (const auto& s : states_) {
+        if (s->known && s->holders.size() == holders) return true;
+      }
+      return false;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<const LockSnapshot>> states_;
+};
+
+TEST_F(FakeSessionTest, ObserversOfAShardInTroubleDoNotHoldUpAnothers) {
+  TwoShards pool(&server_);
+  auto observers = std::make_unique<LockObservers>(pool.engine.get());
+  ASSERT_TRUE(pool.a.Start().ok());
+  ASSERT_TRUE(pool.b.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return pool.engine->serving(); }, kDeadline));
+  const std::string on_a = pool.NameOn("oa-", 0);
+  const std::string on_b = pool.NameOn("ob-", 1);
+
+  pool.a.CloseGate();
+  auto sink_a = std::make_shared<StateSink>();
+  uint64_t id_a = 0;
+  std::thread stuck([&] {
+    auto id = observers->Start(on_a, sink_a);  // its read blocks at A's gate
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (id.ok()) id_a = *id;
+  });
+  ASSERT_TRUE(pool.a.AwaitCallerAtGate(kDeadline)) << "the observer's read never reached A";
+
+  auto sink_b = std::make_shared<StateSink>();
+  std::atomic<bool> b_started{false};
+  uint64_t id_b = 0;
+  std::thread b([&] {
+    auto id = observers->Start(on_b, sink_b);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (id.ok()) id_b = *id;
+    b_started = true;
+  });
+  const bool b_in_time = WaitFor([&] { return b_started.load(); }, kDeadline);
+  EXPECT_TRUE(b_in_time) << "B's observer waited for a call stuck on A's session";
+  EXPECT_TRUE(sink_b->AwaitHolders(0)) << "B's observer got no state while A was stuck";
+  EXPECT_TRUE(pool.a.AwaitCallerAtGate(milliseconds(0))) << "A was not stuck throughout";
+  pool.a.OpenGate();
+  stuck.join();
+  b.join();
+  EXPECT_TRUE(sink_a->AwaitHolders(0));
+  EXPECT_NE(id_a % 2, id_b % 2) << "an observer's id names its shard";
+  EXPECT_EQ(observers->stats().observers, 2u);
+  observers->Stop(id_a);
+  observers->Stop(id_b);
+  EXPECT_EQ(observers->stats().observers, 0u);
+  // The sessions end before the observers that listen to them.
+  pool.a.Close();
+  pool.b.Close();
+  observers.reset();
 }
 
 }  // namespace

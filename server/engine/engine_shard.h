@@ -8,7 +8,8 @@
 // each other (a session in doubt or reconnecting stalls only its own locks).
 //
 // Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
-// below; tests/thread_safety_check.sh): LockObservers::mu_ -> mu_ -> the
+// below; tests/thread_safety_check.sh): the same shard's
+// ShardObservers::mu_ (lock_observers.h) -> mu_ -> the
 // EventLoop's lock (its work and timers) and the ZkSession's process-wide
 // watch registry (zk_session_requests.cc). loads_mu_ is taken before mu_.
 // deliver_mu_ is only ever try-locked, and held while sinks and listeners

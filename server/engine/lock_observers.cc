@@ -11,6 +11,40 @@
 
 namespace turnstile {
 
+LockObservers::LockObservers(LockEngine* engine) : engine_(engine) {
+  for (size_t i = 0; i < engine->session_count(); ++i) {
+    shards_.push_back(std::make_unique<ShardObservers>(engine, i));
+  }
+}
+
+absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
+                                              std::shared_ptr<ObserveSink> sink) {
+  if (absl::Status s = ValidateLockName(name); !s.ok()) return s;
+  const size_t i = engine_->SessionIndexOf(name);
+  absl::StatusOr<uint64_t> id = shards_[i]->Start(name, std::move(sink));
+  if (!id.ok()) return id.status();
+  return *id * shards_.size() + i;  // the id names its shard, as a contender's does
+}
+
+void LockObservers::Stop(uint64_t id) { shards_[id % shards_.size()]->Stop(id / shards_.size()); }
+
+void LockObservers::Drain() {
+  for (auto& shard : shards_) shard->Drain();
+}
+
+ObserveStats LockObservers::stats() const {
+  ObserveStats sum;
+  for (const auto& shard : shards_) {
+    const ObserveStats s = shard->stats();
+    sum.locks += s.locks;
+    sum.observers += s.observers;
+    sum.reads += s.reads;
+    sum.states += s.states;
+    sum.watch_events += s.watch_events;
+  }
+  return sum;
+}
+
 namespace {
 
 enum Which { kChildren = 0, kExists = 1, kData = 2 };
@@ -49,11 +83,13 @@ void RunAll(std::vector<std::function<void()>>* later) {
 
 }  // namespace
 
-LockObservers::LockObservers(LockEngine* engine) : engine_(engine) {
-  engine_->AddSessionListener([this](size_t index, SessionEvent e) { OnSessionEvent(index, e); });
+ShardObservers::ShardObservers(LockEngine* engine, size_t index) : engine_(engine), index_(index) {
+  engine_->AddSessionListener([this](size_t index, SessionEvent e) {
+    if (index == index_) OnSessionEvent(index, e);
+  });
 }
 
-absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
+absl::StatusOr<uint64_t> ShardObservers::Start(const std::string& name,
                                               std::shared_ptr<ObserveSink> sink) {
   if (absl::Status s = ValidateLockName(name); !s.ok()) return s;
   const std::string segment = EncodeLockName(name);
@@ -69,7 +105,7 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
       o.name = name;
       o.segment = segment;
       o.lock_path = engine_->options().root + "/" + segment;
-      o.session = engine_->SessionIndexOf(name);
+      o.session = index_;  // LockObservers routed it here by SessionIndexOf
     }
     // The first state comes from a read that starts after this call (the
     // one in flight, if any, may predate a change already complete, e.g.
@@ -86,7 +122,7 @@ absl::StatusOr<uint64_t> LockObservers::Start(const std::string& name,
   return id;
 }
 
-void LockObservers::Stop(uint64_t id) {
+void ShardObservers::Stop(uint64_t id) {
   absl::MutexLock l(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return;
@@ -99,7 +135,7 @@ void LockObservers::Stop(uint64_t id) {
   MaybeForget(segment);
 }
 
-void LockObservers::Drain() {
+void ShardObservers::Drain() {
   std::vector<std::shared_ptr<ObserveSink>> sinks;
   {
     absl::MutexLock l(&mu_);
@@ -112,7 +148,7 @@ void LockObservers::Drain() {
   for (auto& s : sinks) s->OnDrain();
 }
 
-ObserveStats LockObservers::stats() const {
+ObserveStats ShardObservers::stats() const {
   absl::MutexLock l(&mu_);
   ObserveStats s = stats_;
   s.locks = locks_.size();
@@ -120,13 +156,13 @@ ObserveStats LockObservers::stats() const {
   return s;
 }
 
-LockObservers::Observed* LockObservers::Find(const std::string& segment, uint64_t epoch) {
+ShardObservers::Observed* ShardObservers::Find(const std::string& segment, uint64_t epoch) {
   auto it = locks_.find(segment);
   if (it == locks_.end() || it->second.epoch != epoch) return nullptr;
   return &it->second;
 }
 
-void LockObservers::MaybeForget(const std::string& segment) {
+void ShardObservers::MaybeForget(const std::string& segment) {
   auto it = locks_.find(segment);
   if (it == locks_.end()) return;
   const Observed& o = it->second;
@@ -136,7 +172,7 @@ void LockObservers::MaybeForget(const std::string& segment) {
   }
 }
 
-void LockObservers::Read(Observed* o, std::vector<std::function<void()>>* later) {
+void ShardObservers::Read(Observed* o, std::vector<std::function<void()>>* later) {
   (void)later;
   if (o->reading != 0) {
     o->read_wanted = true;
@@ -171,7 +207,7 @@ void LockObservers::Read(Observed* o, std::vector<std::function<void()>>* later)
   }
 }
 
-void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_t read,
+void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_t read,
                              ZkCode code, const std::vector<std::string>& children) {
   std::vector<std::function<void()>> later;
   {
@@ -339,7 +375,7 @@ void LockObservers::OnListed(const std::string& segment, uint64_t epoch, uint64_
   RunAll(&later);
 }
 
-void LockObservers::Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
+void ShardObservers::Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
                             std::vector<std::function<void()>>* later) {
   if (o->last && SameState(*o->last, *s)) return;
   s->version = (o->last ? o->last->version : 0) + 1;
@@ -351,7 +387,7 @@ void LockObservers::Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
   }
 }
 
-void LockObservers::FinishRead(Observed* o, std::vector<std::function<void()>>* later) {
+void ShardObservers::FinishRead(Observed* o, std::vector<std::function<void()>>* later) {
   const uint64_t done = o->reading;
   o->reading = 0;
   // Joining observers this read was made for get its state first.
@@ -372,7 +408,7 @@ void LockObservers::FinishRead(Observed* o, std::vector<std::function<void()>>* 
   }
 }
 
-void LockObservers::OnWatch(const std::string& segment, uint64_t epoch, int which,
+void ShardObservers::OnWatch(const std::string& segment, uint64_t epoch, int which,
                             const std::string& node) {
   std::vector<std::function<void()>> later;
   {
@@ -392,7 +428,7 @@ void LockObservers::OnWatch(const std::string& segment, uint64_t epoch, int whic
   RunAll(&later);
 }
 
-void LockObservers::OnSessionEvent(size_t index, SessionEvent e) {
+void ShardObservers::OnSessionEvent(size_t index, SessionEvent e) {
   std::vector<std::function<void()>> later;
   {
     absl::MutexLock l(&mu_);

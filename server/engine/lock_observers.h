@@ -21,9 +21,15 @@
 // client); the entry lingers until then, so observing a lock again re-uses
 // them instead of piling up watchers. Thread-safe.
 //
-// Lock order: mu_ -> the engine's lock (LocalGrantUnixMs) -> each
-// session's work queue and watch registry. The engine calls OnSessionEvent
-// outside its own lock. Sinks are called with no lock held.
+// Per shard (issue 39): a lock's observer entries live in the
+// ShardObservers of the engine shard that owns the lock (the same session,
+// LockEngine::SessionIndexOf), each with its own lock; LockObservers only
+// routes. No lock spans shards.
+//
+// Lock order: a ShardObservers' mu_ -> its engine shard's lock
+// (LocalGrantUnixMs) -> that session's work queue and watch registry. The
+// engine calls OnSessionEvent outside its own lock. Sinks are called with
+// no lock held.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
 
@@ -71,13 +77,14 @@ struct ObserveStats {
   uint64_t watch_events = 0;
 };
 
-class LockObservers {
+// The observers of the locks of one engine shard (one session of the pool).
+class ShardObservers {
  public:
-  // Subscribes to the engine's session events: construct before the
-  // sessions start.
-  explicit LockObservers(LockEngine* engine);
-  LockObservers(const LockObservers&) = delete;
-  LockObservers& operator=(const LockObservers&) = delete;
+  // Subscribes to the engine's session events of session `index`:
+  // construct before the sessions start.
+  ShardObservers(LockEngine* engine, size_t index);
+  ShardObservers(const ShardObservers&) = delete;
+  ShardObservers& operator=(const ShardObservers&) = delete;
 
   // Starts observing `name` (INVALID_ARGUMENT for a bad name, UNAVAILABLE
   // while draining). The sink's first state comes from a read of the lock
@@ -133,7 +140,8 @@ class LockObservers {
   Observed* Find(const std::string& segment, uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   LockEngine* const engine_;
-  mutable absl::Mutex mu_;  // before the engine's (see the top)
+  const size_t index_;  // its session in the engine's pool
+  mutable absl::Mutex mu_;  // before the engine shard's (see the top)
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // By segment. An Observed reached through a pointer is guarded by mu_
@@ -142,6 +150,27 @@ class LockObservers {
   std::unordered_map<uint64_t, std::string> by_id_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   ObserveStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// The Observe RPC's entry: routes each call to the ShardObservers of the
+// lock's shard. Ids name their shard (id % shards), as contender ids do.
+class LockObservers {
+ public:
+  // One ShardObservers per session of `engine`: construct before the
+  // sessions start.
+  explicit LockObservers(LockEngine* engine);
+  LockObservers(const LockObservers&) = delete;
+  LockObservers& operator=(const LockObservers&) = delete;
+
+  // ShardObservers::Start of the lock's shard.
+  absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink);
+  void Stop(uint64_t id);
+  void Drain();
+  ObserveStats stats() const;  // summed over the shards
+
+ private:
+  LockEngine* const engine_;
+  std::vector<std::unique_ptr<ShardObservers>> shards_;
 };
 
 }  // namespace turnstile
