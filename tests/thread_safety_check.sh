@@ -10,7 +10,9 @@
 # i.e. be built. Exits non-zero on any warning (-Werror), naming the file.
 # Before the real check it proves that the analysis is live: a deliberately
 # unguarded access must be rejected, else the check could pass by checking
-# nothing (a compiler without the attributes, a macro that expands to none).
+# nothing (a compiler without the attributes, a macro that expands to none);
+# and so must two locks of two classes taken against their declared order
+# (-Wthread-safety-beta checks ACQUIRED_BEFORE/ACQUIRED_AFTER).
 set -euo pipefail
 
 src=$(cd "${1:?usage: thread_safety_check.sh SOURCE_DIR BUILD_DIR [CLANG++]}" && pwd)
@@ -22,7 +24,7 @@ command -v "$clangxx" >/dev/null || {
   exit 1
 }
 
-flags=(-std=c++17 -fsyntax-only -Wthread-safety -Werror
+flags=(-std=c++17 -fsyntax-only -Wthread-safety -Wthread-safety-beta -Werror
        -I"$src" -I"$build/protos"
        -DTURNSTILE_VERSION='"0"')
 
@@ -60,6 +62,40 @@ fi
 grep -q "requires holding mutex" "$tmp/unguarded.err" || {
   echo "thread_safety_check: the control failed for another reason:" >&2
   cat "$tmp/unguarded.err" >&2
+  exit 1
+}
+
+# 1b. Lock order is checked too (-Wthread-safety-beta: ACQUIRED_BEFORE and
+# ACQUIRED_AFTER, also across classes, as EngineShard's loads_mu_ and
+# deliver_mu_ before its mu_): taking two locks against their declared
+# order must be rejected.
+cat >"$tmp/order.cc" <<'EOF'
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+class Shard {
+ public:
+  absl::Mutex mu;
+  int n ABSL_GUARDED_BY(mu) = 0;
+};
+class Observers {
+ public:
+  explicit Observers(Shard* s) : shard_(s) {}
+  Shard* const shard_;
+  absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(shard_->mu);  // this class's lock first
+  void Wrong() {
+    absl::MutexLock a(&shard_->mu);
+    absl::MutexLock b(&mu_);  // the shard's lock first: must be rejected
+  }
+};
+int main() { Shard s; Observers o(&s); o.Wrong(); }
+EOF
+if "$clangxx" "${flags[@]}" "$tmp/order.cc" 2>"$tmp/order.err"; then
+  echo "thread_safety_check: two locks taken against their declared order were accepted" >&2
+  exit 1
+fi
+grep -q "must be acquired before" "$tmp/order.err" || {
+  echo "thread_safety_check: the lock-order control failed for another reason:" >&2
+  cat "$tmp/order.err" >&2
   exit 1
 }
 
