@@ -122,9 +122,10 @@ void ReplicaConfig::Register(FlagSet* f) {
          "re-sends all of a session's watches in one packet on reconnect; keep well under "
          "jute.maxbuffer)");
   f->Int("zk-sessions", &zk_sessions,
-         "ZooKeeper sessions this replica spreads its locks over (1..64; each lock uses one, "
-         "chosen by a hash of its name), each with its own loop thread; more sessions spread "
-         "the locks' ZooKeeper traffic and each adds a --max-watch-bytes budget");
+         "ZooKeeper sessions this replica spreads its locks over (1..64; 0, the default: one "
+         "per core, at least 2 and at most 4; each lock uses one, chosen by a hash of its "
+         "name), each with its own loop thread; more sessions spread the locks' ZooKeeper "
+         "traffic and each adds a --max-watch-bytes budget");
   f->Duration("max-wait-timeout", &max_wait_timeout, "largest wait_timeout an Acquire may ask for");
   f->Duration("max-ttl", &max_ttl, "largest lease ttl an Acquire may ask for");
   f->String("tls-cert-file", &tls_cert_file, "PEM certificate chain for TLS on the gRPC port");
@@ -161,6 +162,11 @@ void ReplicaConfig::Register(FlagSet* f) {
          "locks given their own lock label in metrics; the rest are summed as lock=\"_overflow\"");
 }
 
+int64_t AutoZkSessions() {
+  const int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  return std::min<int64_t>(4, std::max<int64_t>(2, cores));
+}
+
 absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     const ReplicaConfig& config, std::unique_ptr<ZkSession> zk) {
   std::unique_ptr<Replica> r(new Replica());
@@ -191,10 +197,12 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
         "--max-semaphore-holders is ", c.max_semaphore_holders, "; it must be 1..",
         kMaxSemaphoreHoldersEver));
   }
-  if (c.zk_sessions < 1 || c.zk_sessions > kMaxZkSessions) {
+  if (c.zk_sessions < 0 || c.zk_sessions > kMaxZkSessions) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--zk-sessions is ", c.zk_sessions, "; it must be 1..", kMaxZkSessions));
+        "--zk-sessions is ", c.zk_sessions, "; it must be 1..", kMaxZkSessions,
+        ", or 0 for one per core (2..4)"));
   }
+  const int64_t pool = c.zk_sessions == 0 ? AutoZkSessions() : c.zk_sessions;
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
   }
@@ -219,7 +227,7 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(
     zo.auth = std::string(absl::StripAsciiWhitespace(*auth));
   }
   std::vector<ZkSession*> sessions;
-  for (int64_t i = 0; i < c.zk_sessions; ++i) {
+  for (int64_t i = 0; i < pool; ++i) {
     zo.thread_name = absl::StrCat("ts-zk-", i);
     r->zk_.push_back(i == 0 && zk != nullptr ? std::move(zk) : NewZkClientSession(zo));
     sessions.push_back(r->zk_.back().get());

@@ -57,12 +57,15 @@ struct ReplicaConfig {
   // waiter watches N nodes.
   int64_t max_semaphore_holders = 1000;
   int64_t max_watch_bytes = 512 * 1024;  // per ZooKeeper session
-  // Default 4 (issue 20, measured): on W3 (32 clients, 32 locks, 2 cores)
-  // one session ran 2,418 cycles/s, two 3,104, four 3,347; each session is
-  // one loop thread with its own ZooKeeper pipeline (a session's requests
-  // are ordered, so one session serializes every lock's), and four budgets
-  // of --max-watch-bytes. W1 (one lock) is unchanged by it.
-  int64_t zk_sessions = 4;
+  // 0 (the default): AutoZkSessions(), one per core, at least 2 and at
+  // most 4 (issue 39, measured). Each session is one loop thread with its
+  // own ZooKeeper pipeline (a session's requests are ordered, so one
+  // session serializes every lock's) and its own --max-watch-bytes budget.
+  // With writes batched per loop turn, W3 (32 clients, 32 locks) on 2
+  // cores ran 0.80-0.87 of the floor with two sessions against 0.70-0.80
+  // with four (more loops than cores: more wake-ups, smaller batches), and
+  // 0.67-0.73 with one. W1 (one lock) is unchanged by it.
+  int64_t zk_sessions = 0;
   Millis max_wait_timeout{3600 * 1000};
   Millis max_ttl{3600 * 1000};
   // PEM files; both set = TLS on the gRPC port, neither = plaintext.
@@ -122,6 +125,10 @@ inline constexpr int64_t kConnectionStreamHeadroom = 28;
 // a slot; a flood's connection holds at most that many opens in hand.
 int64_t PerConnectionStreamCap(const ReplicaConfig& c, const QuotaSet* quotas);
 
+// The pool size --zk-sessions 0 means: one session per core the machine
+// reports, at least 2 and at most 4.
+int64_t AutoZkSessions();
+
 class Replica {
  public:
   // Starts serving at once; health is NOT_SERVING until every ZooKeeper
@@ -139,7 +146,8 @@ class Replica {
   LockObservers& observers() { return *observers_; }
   LockServiceImpl& service() { return *service_; }
   ZkSession& zk() { return *zk_[0]; }
-  // Session `i` of the pool (config().zk_sessions of them).
+  // Session `i` of the pool (config().zk_sessions of them, or
+  // AutoZkSessions() for 0).
   ZkSession& zk(size_t i) { return *zk_[i]; }
   size_t zk_sessions() const { return zk_.size(); }
   // Timers pending on the engine's loops (tests: nothing leaks).

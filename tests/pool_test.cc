@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -94,6 +95,25 @@ class PoolTest : public ::testing::Test {
   std::string LockPath(const std::string& name) { return root_ + "/" + EncodeLockName(name); }
   std::string root_;
 };
+
+// --zk-sessions 0 (the default): one session per core, 2..4; below 0 is
+// refused.
+TEST_F(PoolTest, TheDefaultPoolIsOneSessionPerCoreFromTwoToFour) {
+  const int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  EXPECT_EQ(AutoZkSessions(), std::min<int64_t>(4, std::max<int64_t>(2, cores)));
+  ZkServer& zk = SharedZkServer();
+  ReplicaConfig cfg = TestConfig(zk.ConnectString(), root_);
+  cfg.zk_sessions = 0;
+  auto r = StartReplica(cfg);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(static_cast<int64_t>(r->zk_sessions()), AutoZkSessions());
+  EXPECT_GE(r->zk_sessions(), 2u);
+  EXPECT_LE(r->zk_sessions(), 4u);
+  cfg.zk_sessions = -1;
+  auto refused = Replica::Start(cfg);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+}
 
 TEST_F(PoolTest, EachLockLivesOnItsSessionOfThePool) {
   ZkServer& zk = SharedZkServer();
