@@ -259,6 +259,7 @@ class EngineShard {
                      const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PostWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ClockPath(int64_t session_id) const;
+  static std::string CreatePrefix(const Contender* c);
   void EnsureClock(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
                  const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -102,12 +102,17 @@ void EngineShard::FlushCreates() {
   for (Contender* c : forget) Forget(c);
 }
 
+// The path a contender's node is created from (ZooKeeper appends the
+// sequence).
+std::string EngineShard::CreatePrefix(const Contender* c) {
+  return c->lock_path() + "/" +
+         ContenderNodePrefix(c->params.kind, c->uid_view(), c->params.max_holders);
+}
+
 void EngineShard::SendCreate(Contender* c) {
   c->create_order = ++create_counter_;
   const uint64_t id = c->id, gen = c->gen;
-  c->zk()->Create(c->lock_path() + "/" +
-                      ContenderNodePrefix(c->params.kind, c->uid_view(), c->params.max_holders),
-                  CreateData(c), CreateMode::kEphemeralSequential,
+  c->zk()->Create(CreatePrefix(c), CreateData(c), CreateMode::kEphemeralSequential,
                   [this, id, gen](ZkCode code, const std::string& path, const ZkStat& stat) {
                     {
                       ShardLock l(this);
@@ -127,10 +132,8 @@ void EngineShard::SendCreateBatch(SessionSlot* slot, std::vector<WriteBatcher::W
   for (const WriteBatcher::Write& w : batch) {
     Contender* c = Find(w.id, w.gen);
     c->create_order = ++create_counter_;
-    ops.push_back(ZkMultiOp::Create(
-        c->lock_path() + "/" +
-            ContenderNodePrefix(c->params.kind, c->uid_view(), c->params.max_holders),
-        CreateData(c), CreateMode::kEphemeralSequential));
+    ops.push_back(
+        ZkMultiOp::Create(CreatePrefix(c), CreateData(c), CreateMode::kEphemeralSequential));
   }
   ops.push_back(ZkMultiOp::SetData(slot->clock_path, ""));
   creates_.InFlight(batch);
@@ -175,7 +178,8 @@ void EngineShard::OnCreateBatch(SessionSlot* slot, uint64_t epoch,
     // Nothing applied (one create's lock node is missing, a refusal, or the
     // clock is gone): split, and resend each create alone in its order, so
     // each meets its own outcome as a lone create would.
-    if (results.back().code != ZkCode::kOther) slot->clock_path.clear();  // the clock failed
+    const bool clock_failed = clock.code != ZkCode::kOther;  // not merely not reached
+    if (clock_failed) slot->clock_path.clear();
     ++stats_.create_batches_split;
     for (const WriteBatcher::Write& w : batch) {
       Contender* c = Find(w.id, w.gen);
@@ -186,7 +190,7 @@ void EngineShard::OnCreateBatch(SessionSlot* slot, uint64_t epoch,
       }
       SendCreate(c);
     }
-    if (slot->clock_path.empty()) EnsureClock(slot);
+    if (clock_failed) EnsureClock(slot);
   }
   // Creates held back for these locks may leave now.
   FlushCreates();
