@@ -424,15 +424,20 @@ TEST_F(PoolTest, WaitersBeyondOneSessionsBudgetSurviveAZooKeeperRestart) {
     AcquireParams p;
     p.name = locks[0];
     p.wait_timeout = milliseconds(1000);
+    // Kept until the probe ends: a contender abandoned before its create
+    // left (writes wait for the loop's turn) is forgotten at once and frees
+    // its budget, so abandoning each probe at once may never fill it.
+    std::vector<uint64_t> probes;
     for (int i = 0; i < 200; ++i) {
       auto id = engine.Open(p, extra);
       if (!id.ok()) {
         EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
         break;
       }
-      engine.Abandon(*id);
+      probes.push_back(*id);
       ASSERT_LT(i, 199) << "session 0 kept accepting contenders beyond its budget";
     }
+    for (uint64_t id : probes) engine.Abandon(id);
   }
   auto all_queued = [&] {
     return std::all_of(waiters.begin(), waiters.end(),
