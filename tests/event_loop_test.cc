@@ -180,6 +180,59 @@ TEST(EventLoop, WorkPostedAfterStopRunsOnceInRunQueued) {
   EXPECT_EQ(chained, 1);
 }
 
+// After Stop and RunQueued, work posted to the loop still runs exactly
+// once, in order and one at a time: on the posting thread, or on the thread
+// already running the loop's queue. What is the loop's alone (an engine
+// shard's state) stays single-threaded through a shutdown, and a late call
+// is answered instead of lost.
+TEST(EventLoop, AfterRunQueuedWorkRunsInPlaceOneAtATime) {
+  EventLoop loop;
+  loop.Start(nullptr);
+  EXPECT_FALSE(loop.OwnedHere()) << "a running loop is owned by its thread";
+  loop.Stop();
+  EXPECT_TRUE(loop.OwnedHere()) << "a stopped loop's work may run here";
+  loop.RunQueued();
+  EXPECT_FALSE(loop.OwnedHere()) << "after RunQueued, work runs in place through Post only";
+  int ran = 0;
+  bool on_loop = false;
+  loop.Post([&] {
+    ++ran;
+    on_loop = loop.InLoopThread() && loop.OwnedHere();
+  });
+  EXPECT_EQ(ran, 1) << "posted after RunQueued: runs in place";
+  EXPECT_TRUE(on_loop) << "the thread running the loop's work is its loop thread";
+  EXPECT_FALSE(loop.InLoopThread());
+
+  // Work posted by work runs after it, not inside it.
+  std::vector<int> order;
+  loop.Post([&] {
+    order.push_back(1);
+    loop.Post([&] { order.push_back(3); });
+    order.push_back(2);
+  });
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+
+  // Two threads posting at once: never two pieces of work at the same time.
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::atomic<int> done{0};
+  constexpr int kEach = 2000;
+  auto poster = [&] {
+    for (int i = 0; i < kEach; ++i) {
+      loop.Post([&] {
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        done.fetch_add(1);
+        inside.fetch_sub(1);
+      });
+    }
+  };
+  std::thread a(poster), b(poster);
+  a.join();
+  b.join();
+  EXPECT_EQ(done.load(), 2 * kEach) << "every posted function runs, once";
+  EXPECT_FALSE(overlapped.load()) << "two pieces of the loop's work ran at once";
+}
+
 TEST(EventLoop, TimersSetFromAnotherThreadRunInDeadlineOrderOnTheLoop) {
   // The engine's entry points schedule and cancel from gRPC's thread.
   EventLoop loop;

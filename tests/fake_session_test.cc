@@ -1210,7 +1210,7 @@ std::string Summary(std::vector<double> v) {
 }
 
 // A shard whose session is cut (its holds SUSPENDED) or stuck inside a
-// call (its lock held: the worst a session in trouble could do) does not
+// call (its loop blocked: the worst a session in trouble could do) does not
 // hold up grants on another shard. Under the engine's one lock of before,
 // every grant on B waited behind the stuck call and this test failed at
 // its deadline. The latencies are reported, not asserted (a ratio of
@@ -1244,7 +1244,7 @@ TEST_F(FakeSessionTest, AShardInTroubleDoesNotHoldUpAnothersGrants) {
   pool.a.Reconnect();
   ASSERT_TRUE(holder->Await(Type::kResumed)) << Describe(*holder);
 
-  // Shard A stuck inside a call, with its lock held.
+  // Shard A stuck inside a call, its loop blocked.
   pool.a.CloseGate();
   auto second = std::make_shared<Recorder>();
   std::thread stuck([&] {
@@ -1262,8 +1262,8 @@ TEST_F(FakeSessionTest, AShardInTroubleDoesNotHoldUpAnothersGrants) {
     b_done = true;
   });
   const bool b_finished_while_a_stuck = WaitFor([&] { return b_done.load(); }, kDeadline);
-  // The create leaves from A's loop turn (batched creates, issue 39), which
-  // holds A's lock while it calls the session: still stuck there now.
+  // The create leaves from A's loop turn (batched creates, issue 39): A's
+  // loop is still stuck in that call now.
   EXPECT_TRUE(pool.a.AwaitCallerAtGate(milliseconds(0)))
       << "A's call was not held at the gate throughout";
   pool.a.OpenGate();

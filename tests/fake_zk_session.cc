@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <utility>
 
 namespace turnstile::testing {
@@ -287,6 +288,7 @@ void FakeZkServer::DropRegistrations(FakeZkSession* session) {
 
 FakeZkSession::FakeZkSession(FakeZkServer* server, std::chrono::milliseconds timeout)
     : server_(server), timeout_(timeout) {
+  own_loop_.Start(nullptr, "fake-zk-loop");
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -342,6 +344,12 @@ void FakeZkSession::Close() {
     }
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  // As a real session's Close: the loop stops, and what was posted to it
+  // (and is posted later) still runs, once.
+  if (!own_loop_.InLoopThread()) {
+    own_loop_.Stop();
+    own_loop_.RunQueued();
+  }
 }
 
 // --- Requests.
@@ -764,45 +772,60 @@ void FakeZkSession::Loop() {
     delivering_ = item.info.id;
     SessionListener listener = listener_;
     l.unlock();
-    switch (item.info.kind) {
-      case FakeItem::Kind::kSessionEvent:
-        if (item.info.event == SessionEvent::kExpired) {
-          if (ZkObserver* o = observer()) o->OnSessionExpired();
-        }
-        if (listener) listener(item.info.event);
-        break;
-      case FakeItem::Kind::kWatch: {
-        Watcher w;
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          auto found = watchers_.find(item.watch_key);
-          if (found != watchers_.end()) {
-            w = std::move(found->second);
-            watchers_.erase(found);
+    auto deliver = [&] {
+      switch (item.info.kind) {
+        case FakeItem::Kind::kSessionEvent:
+          if (item.info.event == SessionEvent::kExpired) {
+            if (ZkObserver* o = observer()) o->OnSessionExpired();
           }
+          if (listener) listener(item.info.event);
+          break;
+        case FakeItem::Kind::kWatch: {
+          Watcher w;
+          {
+            std::lock_guard<std::mutex> g(mu_);
+            auto found = watchers_.find(item.watch_key);
+            if (found != watchers_.end()) {
+              w = std::move(found->second);
+              watchers_.erase(found);
+            }
+          }
+          if (w) {  // not removed, not dropped with a failed read or the session
+            CountWatchEvent();
+            w(item.info.watch_type);
+          }
+          break;
         }
-        if (w) {  // not removed, not dropped with a failed read or the session
-          CountWatchEvent();
-          w(item.info.watch_type);
+        case FakeItem::Kind::kReply: {
+          const ZkCode code = item.info.code;
+          // The C client keeps a watcher only if its read succeeded (an
+          // existence watch also on NO_NODE).
+          if (item.watch_key != 0 && code != ZkCode::kOk &&
+              !(item.keeps_watch_on_no_node && code == ZkCode::kNoNode)) {
+            DropWatcher(item.watch_key);
+          }
+          if (ZkObserver* o = observer()) o->OnRequestDone(item.info.op, code, 0.0);
+          if (code == item.applied_code && item.ok) {
+            item.ok();
+          } else {
+            item.fail(code);
+          }
+          break;
         }
-        break;
       }
-      case FakeItem::Kind::kReply: {
-        const ZkCode code = item.info.code;
-        // The C client keeps a watcher only if its read succeeded (an
-        // existence watch also on NO_NODE).
-        if (item.watch_key != 0 && code != ZkCode::kOk &&
-            !(item.keeps_watch_on_no_node && code == ZkCode::kNoNode)) {
-          DropWatcher(item.watch_key);
-        }
-        if (ZkObserver* o = observer()) o->OnRequestDone(item.info.op, code, 0.0);
-        if (code == item.applied_code && item.ok) {
-          item.ok();
-        } else {
-          item.fail(code);
-        }
-        break;
-      }
+    };
+    // On the session's loop, as a real session's callbacks; this thread
+    // waits, so items still go one at a time and in order.
+    EventLoop* loop = loop_;
+    if (loop != nullptr && !loop->InLoopThread()) {
+      std::promise<void> ran;
+      loop->Post([&] {
+        deliver();
+        ran.set_value();
+      });
+      ran.get_future().wait();
+    } else {
+      deliver();
     }
     l.lock();
     delivering_ = 0;

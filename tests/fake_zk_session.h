@@ -19,8 +19,10 @@
 // disconnected, when the session reconnects. Its reply, and every watch
 // event for the session, goes to the session's queue; ONE delivery thread
 // per session runs the queue in order, so every callback comes from that
-// thread, never from inside the caller's call (the engine calls in with its
-// lock held). As in ZooKeeper, a watch event queued by a write is ahead of
+// thread, never from inside the caller's call. That thread runs each
+// callback on the session's loop (ZkSession::loop: one of its own unless
+// the test gives one) and waits for it, as a real session's callbacks run
+// on its loop: the engine's shard lives there. As in ZooKeeper, a watch event queued by a write is ahead of
 // that write's reply, and a watch event never overtakes the reply of the
 // read that set it.
 //
@@ -61,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/zk/event_loop.h"
 #include "server/zk/zk_session.h"
 
 namespace turnstile::testing {
@@ -228,10 +231,11 @@ class FakeZkSession final : public ZkSession {
   void LoseNextReply(ZkOp op, const std::string& path_part);
   void LoseNextRequest(ZkOp op, const std::string& path_part);
 
-  // --- The loop the session's user runs on (ZkSession::loop). Without
-  // one (the default) the engine gives each shard a loop of its own; a
-  // test that sets its own (before the engine is built) can hold that loop
-  // busy, so that what the engine queues for its next turn piles up.
+  // --- The loop the session's user runs on (ZkSession::loop): by default
+  // one of the session's own, stopped by Close (then, as a real session's,
+  // it runs work posted to it in place). A test that sets its own (before
+  // the engine is built) can hold that loop busy, so that what the engine
+  // queues for its next turn piles up; it stops it after Close.
   void UseLoop(EventLoop* loop) { loop_ = loop; }
   EventLoop* loop() override { return loop_; }
 
@@ -239,8 +243,8 @@ class FakeZkSession final : public ZkSession {
   // While the gate is closed, every request (each ZkSession call that
   // Submits: creates, deletes, reads, writes, syncs) blocks in its caller's
   // thread before it reaches the server, until the gate opens. The engine
-  // calls in with its shard's lock held, so that shard is stuck inside its
-  // lock: the worst a session in trouble could do to it.
+  // calls in from its shard's loop, so that shard's loop is stuck inside
+  // the call: the worst a session in trouble could do to it.
   void CloseGate();
   void OpenGate();
   // Waits until a caller is blocked at the closed gate.
@@ -263,7 +267,8 @@ class FakeZkSession final : public ZkSession {
     uint64_t after_item = 0;  // kWatch: not before this reply
   };
   enum class State { kNew, kConnected, kDisconnected, kClosed };
-  EventLoop* loop_ = nullptr;
+  EventLoop own_loop_;
+  EventLoop* loop_ = &own_loop_;
   // Builds the reply of a request made now (REQUIRES server_->mu_): runs
   // under the server's lock, returns the code and fills `ok`.
   using Apply = std::function<ZkCode(uint64_t item_id, std::function<void()>* ok)>;

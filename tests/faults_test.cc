@@ -53,7 +53,7 @@ class FaultySession final : public ZkSession {
       fn = std::move(held_);
       held_ = nullptr;
     }
-    if (fn) fn();
+    if (fn) Post(std::move(fn));
   }
 
   void Create(const std::string& path, const std::string& data, CreateMode mode,
@@ -83,7 +83,7 @@ class FaultySession final : public ZkSession {
   void Delete(const std::string& path, int32_t version, VoidCallback done) override {
     CountCall(ZkOp::kDelete);
     if (fail_deletes_) {
-      std::thread([done] { done(ZkCode::kConnectionLoss); }).detach();
+      Post([done] { done(ZkCode::kConnectionLoss); });
       return;
     }
     real_->Delete(path, version, std::move(done));
@@ -94,11 +94,11 @@ class FaultySession final : public ZkSession {
     bool deletes = false;
     for (const auto& op : ops) deletes = deletes || op.type == ZkMultiOp::Type::kDelete;
     if (fail_deletes_ && deletes) {
-      std::thread([done, n = ops.size()] {
+      Post([done, n = ops.size()] {
         std::vector<ZkMultiResult> out(n);
         for (ZkMultiResult& r : out) r.code = ZkCode::kConnectionLoss;
         done(out);
-      }).detach();
+      });
       return;
     }
     real_->Multi(std::move(ops), std::move(done));
@@ -159,7 +159,7 @@ class FaultySession final : public ZkSession {
       hang_syncs_ = hang;
       if (!hang) release.swap(hung_syncs_);
     }
-    for (auto& done : release) done(ZkCode::kOk);
+    for (auto& done : release) Post([done] { done(ZkCode::kOk); });
   }
   void Sync(const std::string& path, VoidCallback done) override {
     CountCall(ZkOp::kSync);
@@ -191,7 +191,7 @@ class FaultySession final : public ZkSession {
       std::lock_guard<std::mutex> l(mu_);
       partitioned_ = true;
     }
-    listener_(SessionEvent::kDisconnected);
+    Post([this] { listener_(SessionEvent::kDisconnected); });
   }
   void Reconnect() {
     std::vector<std::function<void()>> held;
@@ -200,11 +200,17 @@ class FaultySession final : public ZkSession {
       partitioned_ = false;
       held.swap(held_watches_);
     }
-    listener_(SessionEvent::kConnected);
-    for (auto& fn : held) fn();
+    Post([this, held = std::move(held)] {
+      listener_(SessionEvent::kConnected);
+      for (auto& fn : held) fn();
+    });
   }
   absl::Status Start() override { return real_->Start(); }
   void Close() override { real_->Close(); }
+  // The real session's loop: its callbacks run there, and so must every
+  // answer or event this wrapper makes up (the engine's shard lives there).
+  EventLoop* loop() override { return real_->loop(); }
+  void Post(std::function<void()> fn) { real_->loop()->Post(std::move(fn)); }
   bool connected() const override { return real_->connected(); }
   milliseconds session_timeout() const override { return real_->session_timeout(); }
   SessionCredentials credentials() const override { return real_->credentials(); }

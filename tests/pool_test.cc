@@ -418,25 +418,34 @@ TEST_F(PoolTest, WaitersBeyondOneSessionsBudgetSurviveAZooKeeperRestart) {
   for (size_t l = 1; l < locks.size(); ++l) {
     for (size_t i = 0; i < kSmallWaiters; ++i) ASSERT_TRUE(open(locks[l], &waiters));
   }
-  // One session alone could not have taken them: its budget is full.
+  // One session alone could not have taken them: its budget is nearly
+  // full, and fills with a few more contenders. The refusal comes through
+  // the sink (the shard decides on its loop). Each probe holds a lock of
+  // its own on session 0, so that it leaves no watch behind when abandoned
+  // (a holder watches only its own node, which goes with it).
   {
-    auto extra = std::make_shared<RecordingSink>(&engine, locks[0]);
-    AcquireParams p;
-    p.name = locks[0];
-    p.wait_timeout = milliseconds(1000);
-    // Kept until the probe ends: a contender abandoned before its create
-    // left (writes wait for the loop's turn) is forgotten at once and frees
-    // its budget, so abandoning each probe at once may never fill it.
+    const std::vector<std::string> probe_locks = NamesOnSession("probe-", 0, kPool, 200);
+    // Kept until the probe ends: each one abandoned at once would free its
+    // budget, which then might never fill.
     std::vector<uint64_t> probes;
-    for (int i = 0; i < 200; ++i) {
+    bool refused = false;
+    for (size_t i = 0; i < probe_locks.size() && !refused; ++i) {
+      AcquireParams p;
+      p.name = probe_locks[i];
+      p.wait_timeout = milliseconds(600000);
+      auto extra = std::make_shared<RecordingSink>(&engine, p.name);
       auto id = engine.Open(p, extra);
-      if (!id.ok()) {
-        EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
-        break;
-      }
+      ASSERT_TRUE(id.ok()) << id.status();
       probes.push_back(*id);
-      ASSERT_LT(i, 199) << "session 0 kept accepting contenders beyond its budget";
+      ASSERT_TRUE(WaitFor([&] { return extra->Has(LockEvent::Type::kAcquired) || extra->finished(); },
+                          milliseconds(30000)));
+      if (extra->finished()) {
+        EXPECT_EQ(extra->finish()->code(), absl::StatusCode::kResourceExhausted)
+            << *extra->finish();
+        refused = true;
+      }
     }
+    EXPECT_TRUE(refused) << "session 0 kept accepting contenders beyond its budget";
     for (uint64_t id : probes) engine.Abandon(id);
   }
   auto all_queued = [&] {

@@ -33,29 +33,35 @@ EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
 }
 
 EngineShard::~EngineShard() {
-  ShardLock l(this);
-  shut_down_ = true;
-  for (SessionSlot& slot : slots_) {
-    loop_->Cancel(slot.suspend_timer);
-    loop_->Cancel(slot.heartbeat_timer);
-  }
-  for (auto& [id, c] : contenders_) {
-    loop_->Cancel(c->wait_timer);
-    loop_->Cancel(c->ttl_timer);
-  }
+  // On the loop if it still runs (then nothing of this shard runs after),
+  // else here.
+  RunOnLoopAndWait([this] {
+    OnLoop l(this);
+    shut_down_ = true;
+    for (SessionSlot& slot : slots_) {
+      loop_->Cancel(slot.suspend_timer);
+      loop_->Cancel(slot.heartbeat_timer);
+    }
+    for (auto& [id, c] : contenders_) {
+      loop_->Cancel(c->wait_timer);
+      loop_->Cancel(c->ttl_timer);
+    }
+  });
 }
 
 void EngineShard::Quiesce() {
-  absl::MutexLock delivering(&deliver_mu_);  // waits for a delivery under way
-  ShardLock l(this);
-  shut_down_ = true;
-  for (auto& [id, c] : contenders_) {
-    c->sink = nullptr;
-    Retally(c.get());
-  }
-  pending_.clear();
-  serving_listener_ = nullptr;
-  session_listeners_.clear();
+  // Between two turns of the loop: no delivery is under way.
+  RunOnLoopAndWait([this] {
+    OnLoop l(this);
+    shut_down_ = true;
+    for (auto& [id, c] : contenders_) {
+      c->sink = nullptr;
+      Retally(c.get());
+    }
+    pending_.clear();
+    serving_listener_ = nullptr;
+    session_listeners_.clear();
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -63,47 +69,72 @@ void EngineShard::Quiesce() {
 
 absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
                                           std::shared_ptr<ContenderSink> sink) {
-  const EngineLimits& lim = options_.limits;
-  if (absl::Status s = LockEngine::ValidateParams(p, lim); !s.ok()) return s;
+  // Bad input is refused here, synchronously; what depends on the shard's
+  // state (draining, the session, the limits) is decided on the loop and
+  // refused through the sink.
+  if (absl::Status s = LockEngine::ValidateParams(p, options_.limits); !s.ok()) return s;
+  std::string segment = EncodeLockName(p.name);
+  CheckMine(segment);
+  // Drawn from the pool's counter (arrival order across shards), then made
+  // to name this shard: LockEngine routes Release/Abandon by id.
+  const uint64_t id = ids_->fetch_add(1, std::memory_order_relaxed) * count_ + index_ + count_;
+  RunOnLoop([this, id, p, segment = std::move(segment), sink = std::move(sink)]() mutable {
+    OpenOnLoop(id, std::move(p), segment, std::move(sink));
+  });
+  return id;
+}
 
-  uint64_t id;
+void EngineShard::OpenOnLoop(uint64_t id, AcquireParams p, const std::string& segment,
+                             std::shared_ptr<ContenderSink> sink) {
+  const EngineLimits& lim = options_.limits;
   {
-    ShardLock l(this);
-    if (draining_) {
-      return absl::UnavailableError("replica is draining (shutting down)");
-    }
-    std::string segment = EncodeLockName(p.name);
+    OnLoop l(this);
+    absl::Status refused;
+    auto refuse = [&refused](absl::Status status) { refused = std::move(status); };
     SessionSlot* slot = SlotOf(segment);
-    if (!slot->ready()) {
-      return absl::UnavailableError(
+    if (draining_) {
+      refuse(absl::UnavailableError("replica is draining (shutting down)"));
+    } else if (!slot->ready()) {
+      refuse(absl::UnavailableError(
           count_ == 1 ? std::string("replica has no ZooKeeper session")
                       : absl::StrCat("replica has no ZooKeeper session for this lock "
-                                     "(session ", index_, " of ", count_, ")"));
+                                     "(session ", index_, " of ", count_, ")")));
+    } else if (size_t n = locks_[segment].ids.size(); n >= lim.max_contenders_per_lock) {
+      refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "lock \"", p.name, "\" has ", n, " contenders; the limit is ",
+          lim.max_contenders_per_lock)));
+    } else {
+      // Every watch of a session is re-sent in one SetWatches packet on
+      // reconnect, which must fit jute.maxbuffer: budget the watched paths.
+      size_t path_bytes = options_.root.size() + segment.size() + kContenderPathOverhead;
+      if (slot->watched_path_bytes + path_bytes > lim.max_watched_path_bytes) {
+        refuse(absl::ResourceExhaustedError(absl::StrCat(
+            "this replica's contenders would watch ", slot->watched_path_bytes + path_bytes,
+            " bytes of paths on ZooKeeper session ", index_, " of ", count_,
+            "; the limit is ", lim.max_watched_path_bytes, " per session (ZooKeeper re-sends "
+            "all of a session's watches in one packet on reconnect; see --max-watch-bytes "
+            "and --zk-sessions)")));
+      } else {
+        Admit(id, std::move(p), segment, slot, path_bytes, std::move(sink));
+      }
     }
-    auto& local = locks_[segment].ids;
-    if (local.size() >= lim.max_contenders_per_lock) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "lock \"", p.name, "\" has ", local.size(),
-          " contenders; the limit is ", lim.max_contenders_per_lock));
+    if (!refused.ok() && sink) {
+      Later([sink, refused = std::move(refused)] { sink->OnFinish(refused); });
     }
-    // Every watch of a session is re-sent in one SetWatches packet on
-    // reconnect, which must fit jute.maxbuffer: budget the watched paths.
-    size_t path_bytes = options_.root.size() + segment.size() + kContenderPathOverhead;
-    if (slot->watched_path_bytes + path_bytes > lim.max_watched_path_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this replica's contenders would watch ", slot->watched_path_bytes + path_bytes,
-          " bytes of paths on ZooKeeper session ", index_, " of ", count_,
-          "; the limit is ", lim.max_watched_path_bytes, " per session (ZooKeeper re-sends "
-          "all of a session's watches in one packet on reconnect; see --max-watch-bytes "
-          "and --zk-sessions)"));
-    }
-    slot->watched_path_bytes += path_bytes;
+  }
+  Deliver();
+}
+
+void EngineShard::Admit(uint64_t id, AcquireParams p, const std::string& segment,
+                        SessionSlot* slot, size_t path_bytes,
+                        std::shared_ptr<ContenderSink> sink) {
+  slot->watched_path_bytes += path_bytes;
+  auto& local = locks_[segment].ids;
+  {
     auto c = std::make_unique<Contender>();
-    // Drawn from the pool's counter (arrival order across shards), then
-    // made to name this shard: LockEngine routes Release/Abandon by id.
-    c->id = id = ids_->fetch_add(1, std::memory_order_relaxed) * count_ + index_ + count_;
+    c->id = id;
     c->path_bytes = path_bytes;
-    c->params = p;
+    c->params = std::move(p);
     c->segment = segment;
     c->root = &options_.root;
     c->slot = slot;
@@ -115,16 +146,17 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
     contenders_.emplace(id, std::move(c));
     local.insert(id);
     LockState& lock = locks_[segment];
-    if (lock.name.empty()) lock.name = p.name;
-    if (p.kind == ContenderKind::kSemaphore) {
-      lock.max_holders = std::max(lock.max_holders, p.max_holders);
+    const AcquireParams& params = raw->params;
+    if (lock.name.empty()) lock.name = params.name;
+    if (params.kind == ContenderKind::kSemaphore) {
+      lock.max_holders = std::max(lock.max_holders, params.max_holders);
     }
     Retally(raw);
     loads_changed_.insert(segment);
-    if (p.wait_timeout > Millis(0)) {
-      raw->wait_timer = loop_->ScheduleAfter(p.wait_timeout, [this, id] {
+    if (params.wait_timeout > Millis(0)) {
+      raw->wait_timer = loop_->ScheduleAfter(params.wait_timeout, [this, id] {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           auto it = contenders_.find(id);
           if (it == contenders_.end()) return;
           Contender* c = it->second.get();
@@ -141,8 +173,6 @@ absl::StatusOr<uint64_t> EngineShard::Open(const AcquireParams& p,
     }
     Step(raw);
   }
-  Deliver();
-  return id;
 }
 
 std::vector<EngineShard::Contender*> EngineShard::ContendersOf(const std::set<uint64_t>& ids) {
@@ -218,7 +248,7 @@ void EngineShard::Stall(Contender* c) {
   uint64_t id = c->id, gen = c->gen;
   loop_->ScheduleAfter(std::chrono::milliseconds(50), [this, id, gen] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (shut_down_) return;
       Contender* c = Find(id, gen);
       if (c == nullptr || !c->stalled || !c->slot->ready()) return;
@@ -276,7 +306,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     c->zk()->Create(c->lock_path(), "", CreateMode::kContainer,
                 [this, id, g](ZkCode code, const std::string&, const ZkStat&) {
                   {
-                    ShardLock l(this);
+                    OnLoop l(this);
                     Contender* c = Find(id, g);
                     if (c == nullptr) return;
                     if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
@@ -331,7 +361,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
                                      ZkCode code,
                                      const std::vector<std::string>& children) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       Contender* c = Find(id, gen);
       if (c == nullptr) return;
       if (IsRetryable(code)) {
@@ -365,7 +395,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
           c->zk()->Exists(c->path(), [this, id, g](ZkCode code,
                                                          const ZkStat& stat) {
             {
-              ShardLock l(this);
+              OnLoop l(this);
               Contender* c = Find(id, g);
               if (c == nullptr) return;
               if (IsRetryable(code)) {
@@ -403,109 +433,119 @@ void EngineShard::SearchOwnNode(Contender* c) {
 
 void EngineShard::Release(uint64_t id) {
   CheckMine(id);
-  {
-    ShardLock l(this);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    if (!c->sink) return;
-    if (c->state == State::kHeld && c->announced) {
-      // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
-      c->clean_end = true;
-      NoteHoldEnded(c);
-      loop_->Cancel(c->ttl_timer);
-      c->ttl_timer = 0;
-      SetState(c, State::kDeleting);
-      if (c->slot->connected) {
-        IssueDelete(c);
-      } else {
-        c->stalled = true;
+  RunOnLoop([this, id] {
+    {
+      OnLoop l(this);
+      auto it = contenders_.find(id);
+      if (it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      if (!c->sink) return;
+      if (c->state == State::kHeld && c->announced) {
+        // RELEASED is sent once the node is gone (IssueDelete keeps the sink).
+        c->clean_end = true;
+        NoteHoldEnded(c);
+        loop_->Cancel(c->ttl_timer);
+        c->ttl_timer = 0;
+        SetState(c, State::kDeleting);
+        if (c->slot->connected) {
+          IssueDelete(c);
+        } else {
+          c->stalled = true;
+        }
+      } else if (c->state != State::kDeleting) {
+        // Abandoning a wait on request is a clean end, as the proto's
+        // AcquireRequest.release says: the stream ends OK without ACQUIRED
+        // (a cancelled stream, by contrast, ends CANCELLED).
+        NoteWaitEnded(c, AcquireResult::kCancelled);
+        Finish(c, absl::OkStatus());
+        EndContender(c);
       }
-    } else if (c->state != State::kDeleting) {
-      // Abandoning a wait on request is a clean end, as the proto's
-      // AcquireRequest.release says: the stream ends OK without ACQUIRED
-      // (a cancelled stream, by contrast, ends CANCELLED).
-      NoteWaitEnded(c, AcquireResult::kCancelled);
-      Finish(c, absl::OkStatus());
-      EndContender(c);
     }
-  }
-  Deliver();
+    Deliver();
+  });
 }
 
 void EngineShard::HalfClose(uint64_t id) {
   CheckMine(id);
-  bool probe = false;
-  {
-    ShardLock l(this);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    probe = c->sink && c->state == State::kHeld && c->announced &&
-            c->params.lock_delay > Millis(0);
-    if (probe && !c->releasing_sent) {
-      // The hold stays until the adapter's Release (the event was written:
-      // the stream is alive) or Abandon (it was cancelled).
-      c->releasing_sent = true;
-      LockEvent e;
-      e.type = LockEvent::Type::kReleasing;
-      Emit(c, e);
+  RunOnLoop([this, id] {
+    bool probe = false;
+    {
+      OnLoop l(this);
+      auto it = contenders_.find(id);
+      if (it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      probe = c->sink && c->state == State::kHeld && c->announced &&
+              c->params.lock_delay > Millis(0);
+      if (probe && !c->releasing_sent) {
+        // The hold stays until the adapter's Release (the event was written:
+        // the stream is alive) or Abandon (it was cancelled).
+        c->releasing_sent = true;
+        LockEvent e;
+        e.type = LockEvent::Type::kReleasing;
+        Emit(c, e);
+      }
     }
-  }
-  if (probe) {
-    Deliver();
-    return;
-  }
-  Release(id);  // nothing to tell apart: a waiter, or no lock-delay
+    if (probe) {
+      Deliver();
+      return;
+    }
+    Release(id);  // nothing to tell apart: a waiter, or no lock-delay
+  });
 }
 
 void EngineShard::Abandon(uint64_t id) {
   CheckMine(id);
-  {
-    ShardLock l(this);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
-    Contender* c = it->second.get();
-    c->sink = nullptr;
-    Retally(c);
-    if (c->state != State::kDeleting) EndContender(c);
-  }
-  Deliver();
+  RunOnLoop([this, id] {
+    {
+      OnLoop l(this);
+      auto it = contenders_.find(id);
+      if (it == contenders_.end()) return;
+      Contender* c = it->second.get();
+      c->sink = nullptr;
+      Retally(c);
+      if (c->state != State::kDeleting) EndContender(c);
+    }
+    Deliver();
+  });
 }
 
 // ---------------------------------------------------------------------------
 // Drain.
 
 void EngineShard::BeginDrain() {
-  {
-    ShardLock l(this);
-    draining_ = true;
-    UpdateServing();
-    std::vector<Contender*> waiting;
-    for (auto& [id, c] : contenders_) {
-      if (c->waiting() && c->sink) waiting.push_back(c.get());
+  RunOnLoop([this] {
+    {
+      OnLoop l(this);
+      draining_ = true;
+      UpdateServing();
+      std::vector<Contender*> waiting;
+      for (auto& [id, c] : contenders_) {
+        if (c->waiting() && c->sink) waiting.push_back(c.get());
+      }
+      for (Contender* c : waiting) {
+        FailWait(c, absl::UnavailableError(
+                        "replica is draining (shutting down); retry elsewhere"));
+      }
     }
-    for (Contender* c : waiting) {
-      FailWait(c, absl::UnavailableError(
-                      "replica is draining (shutting down); retry elsewhere"));
-    }
-  }
-  Deliver();
+    Deliver();
+  });
 }
 
 void EngineShard::EndDrain() {
-  {
-    ShardLock l(this);
-    std::vector<Contender*> held;
-    for (auto& [id, c] : contenders_) {
-      if (c->state == State::kHeld && c->sink) held.push_back(c.get());
+  RunOnLoop([this] {
+    {
+      OnLoop l(this);
+      std::vector<Contender*> held;
+      for (auto& [id, c] : contenders_) {
+        if (c->state == State::kHeld && c->sink) held.push_back(c.get());
+      }
+      for (Contender* c : held) {
+        Lose(c, LostReason::kShutdown,
+             "the replica shut down and the drain timeout ran out");
+      }
     }
-    for (Contender* c : held) {
-      Lose(c, LostReason::kShutdown,
-           "the replica shut down and the drain timeout ran out");
-    }
-  }
-  Deliver();
+    Deliver();
+  });
 }
 
 void EngineShard::NoteWaitEnded(Contender* c, AcquireResult result) {

@@ -4,18 +4,19 @@
 // include it.
 //
 // A shard owns its session's locks, contenders, counters and delivery
-// queue; its state is guarded by its own mutex, so shards never wait for
-// each other (a session in doubt or reconnecting stalls only its own locks).
+// queue, and lives on its session's loop (server/zk/event_loop.h): every
+// entry point posts its work there, and the session's completions and
+// watchers and the shard's timers run there already. So the shard's state
+// has one thread and no lock; shards never wait for each other (a session
+// in doubt or reconnecting stalls only its own locks).
 //
-// Lock order (clang's -Wthread-safety checks every GUARDED_BY and REQUIRES
-// below; tests/thread_safety_check.sh): the same shard's
-// ShardObservers::mu_ (lock_observers.h) -> mu_ -> the
-// EventLoop's lock (its work and timers) and the ZkSession's process-wide
-// watch registry (zk_session_requests.cc). loads_mu_ is taken before mu_.
-// deliver_mu_ is only ever try-locked, and held while sinks and listeners
-// run, so they may take any of these but never wait for delivery. Sinks,
-// listeners and `done` callbacks run with no shard lock held. No shard
-// lock is ever held while another shard's is taken.
+// The analysis still checks who touches what (clang's -Wthread-safety,
+// tests/thread_safety_check.sh): the state is GUARDED_BY the capability
+// loop_role_, which is no lock but the fact "this shard's loop runs here".
+// OnLoop acquires it and, with checks on, aborts off the loop or nested.
+// Sinks, listeners and `done` callbacks run on the loop after the section
+// that queued them (Later, Deliver), never inside one: they may call any
+// entry point, which then runs in place.
 //
 // Where each rule lives: the ordering rule (who holds, whom a waiter
 // watches) is the pure function in ordering.h; the per-lock ordered view in
@@ -27,7 +28,7 @@
 // engine_shard_session.cc; the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
 // fencing-token check in engine_shard_check.cc; the kept
-// loads in engine_shard_loads.cc; the shard lock, its checks and delivery
+// loads in engine_shard_loads.cc; the shard's loop (OnLoop), its checks and delivery
 // in engine_shard_lock.cc; the writes of one loop turn sent together (a
 // multi of creates with the session's clock, a multi of deletes) in
 // engine_shard_batch.cc, by the rules of write_batcher.h.
@@ -88,60 +89,62 @@ class EngineShard {
 
   // What LockEngine's methods of the same names do, for this shard's locks
   // (lock_engine.h says what each means).
-  void Quiesce() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+  // Entry points. Those with a result answer it through `done` or the
+  // sink, on the loop; each may be called from any thread.
+  void Quiesce() ABSL_LOCKS_EXCLUDED(loop_role_);
   absl::StatusOr<uint64_t> Open(const AcquireParams& params,
-                                std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
-  void Release(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  void HalfClose(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  void Abandon(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+                                std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(loop_role_);
+  void Release(uint64_t id) ABSL_LOCKS_EXCLUDED(loop_role_);
+  void HalfClose(uint64_t id) ABSL_LOCKS_EXCLUDED(loop_role_);
+  void Abandon(uint64_t id) ABSL_LOCKS_EXCLUDED(loop_role_);
   void ReleaseLease(const std::string& lease_id,
                     std::function<void(absl::Status, const std::string& holder_identity)> done)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(loop_role_);
   void KeepAlive(const std::string& lease_id,
-                 std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+                 std::function<void(absl::StatusOr<Millis>)> done) ABSL_LOCKS_EXCLUDED(loop_role_);
   void Revoke(const std::string& lease_id, const std::string& requester,
               const std::string& reason,
               std::function<void(absl::Status, const std::string& holder_identity)> done,
-              const std::string& identity) ABSL_LOCKS_EXCLUDED(mu_);
+              const std::string& identity) ABSL_LOCKS_EXCLUDED(loop_role_);
   void Describe(const std::string& name,
-                std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+                std::function<void(absl::StatusOr<LockDescription>)> done) ABSL_LOCKS_EXCLUDED(loop_role_);
   // Reads only, on this shard's session (engine_shard_check.cc).
   void CheckToken(const std::string& name, uint64_t fencing_token, bool allow_stale,
                   std::function<void(absl::StatusOr<TokenCheck>)> done) const;
   // Reads only: any shard whose session is connected answers for all.
   void List(const std::string& prefix, int limit,
             std::function<void(absl::StatusOr<LockList>)> done,
-            std::function<bool(const std::string&)> visible) ABSL_LOCKS_EXCLUDED(mu_);
-  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_);
-  void EndDrain() ABSL_LOCKS_EXCLUDED(mu_);
-  bool serving() const ABSL_LOCKS_EXCLUDED(mu_);
+            std::function<bool(const std::string&)> visible) ABSL_LOCKS_EXCLUDED(loop_role_);
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(loop_role_);
+  void EndDrain() ABSL_LOCKS_EXCLUDED(loop_role_);
+  bool serving() const ABSL_LOCKS_EXCLUDED(loop_role_);
   bool connected() const { return session_->connected(); }
-  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(mu_);
-  EngineStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(loop_role_);
+  EngineStats stats() const ABSL_LOCKS_EXCLUDED(loop_role_);
+  // stats(), in a section.
+  EngineStats Stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Appends this shard's loads to `out`.
-  void LockLoads(std::vector<LockLoad>* out) ABSL_LOCKS_EXCLUDED(mu_, loads_mu_);
+  void LockLoads(std::vector<LockLoad>* out) ABSL_LOCKS_EXCLUDED(loop_role_, loads_mu_);
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
   // `listener` gets this shard's index.
   void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
   int64_t LocalGrantUnixMs(const std::string& path) const;
   void Proclaim(const std::string& lease_id, uint64_t fencing_token,
                 const std::map<std::string, std::string>& metadata,
-                std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_);
+                std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(loop_role_);
 
  private:
-  // One List call in progress: candidates in name order, checked in batches.
+  // One List call in progress: candidates in name order, checked in
+  // batches, one batch at a time (ListBatch).
   struct ListJob {
     std::vector<std::pair<std::string, std::string>> names;  // name, znode segment
     size_t limit = 0;
     ZkSession* zk = nullptr;  // the session that answers this List
     std::function<void(absl::StatusOr<LockList>)> done;
-    absl::Mutex mu;
-    size_t next ABSL_GUARDED_BY(mu) = 0;         // first candidate not yet asked about
-    size_t left ABSL_GUARDED_BY(mu) = 0;         // answers missing in this batch
-    std::vector<bool> live ABSL_GUARDED_BY(mu);  // this batch's answers
-    LockList out ABSL_GUARDED_BY(mu);
+    size_t next = 0;  // first candidate not yet asked about
+    LockList out;
   };
-  // Asks about the next kListBatch candidates. REQUIRES: job->mu not held.
+  // Asks about the next kListBatch candidates.
   void ListBatch(std::shared_ptr<ListJob> job);
 
   enum class State {
@@ -157,37 +160,43 @@ class EngineShard {
   struct Probe;  // engine_shard_internal.h
   using ContenderPtr = std::unique_ptr<Contender>;
 
+  // Open's work on the loop: refuses through the sink, or admits.
+  void OpenOnLoop(uint64_t id, AcquireParams p, const std::string& segment,
+                  std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(loop_role_);
+  void Admit(uint64_t id, AcquireParams p, const std::string& segment, SessionSlot* slot,
+             size_t path_bytes, std::shared_ptr<ContenderSink> sink)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnSessionEvent(SessionSlot* slot, SessionEvent e);
-  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Schedules the next heartbeat tick of `slot`.
-  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Sends a sync (unless one is in flight): its success proves the leader
   // heard from the session after it was sent.
-  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Contact confirmed: ends an in-doubt period, steps stalled contenders,
   // refreshes the validity of the slot's holders on their streams.
-  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // How often a holder hears STILL_HELD, and within what it must.
   static Millis HeartbeatInterval(const SessionSlot& slot);
   static Millis RefreshWithin(const SessionSlot& slot);
-  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
   // SUSPENDED now, LOST when the safe time runs out.
-  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Whether `c`'s grant may be announced now (contact trusted); otherwise
   // it waits, stalled, for a heartbeat to confirm contact.
-  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
   // if the session may have expired by now (the replica was paused or cut
   // off past the safe time), else DELETED (someone deleted it).
-  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The shard's session (every lock of the shard lives on it); no lock
   // needed.
   ZkSession* SessionOf(const std::string& segment) const {
@@ -202,20 +211,28 @@ class EngineShard {
   void CheckMine(const std::string& segment) const;
   void CheckMine(uint64_t id) const;
 
-  // Takes this shard's lock. With checks on, aborts if the calling thread
-  // already holds another shard's lock: shards never wait for each other,
-  // and no path may take two (a sink or listener runs with none held).
-  class ABSL_SCOPED_LOCKABLE ShardLock {
+  // The capability of running on this shard's loop (as Chromium's
+  // SequenceChecker): nothing is locked; it names, for the analysis, what
+  // only the loop may touch.
+  class ABSL_LOCKABLE LoopRole {};
+  // A section on the shard's loop. With checks on, aborts unless this
+  // thread runs the loop's work (EventLoop::OwnedHere), or if a section of
+  // any shard is open on this thread already (work never nests: sinks and
+  // listeners run between sections).
+  class ABSL_SCOPED_LOCKABLE OnLoop {
    public:
-    explicit ShardLock(const EngineShard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_);
-    ~ShardLock() ABSL_UNLOCK_FUNCTION();
-    ShardLock(const ShardLock&) = delete;
-    ShardLock& operator=(const ShardLock&) = delete;
+    explicit OnLoop(const EngineShard* shard) ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->loop_role_);
+    ~OnLoop() ABSL_UNLOCK_FUNCTION();
+    OnLoop(const OnLoop&) = delete;
+    OnLoop& operator=(const OnLoop&) = delete;
 
    private:
-    const EngineShard* const shard_;
-    const EngineShard* const outer_;  // the shard this thread held before (null)
+    const EngineShard* const outer_;  // the section open before (null)
   };
+  // Runs `fn` on the shard's loop: now if this thread runs it, else posted.
+  void RunOnLoop(std::function<void()> fn) const;
+  // RunOnLoop, and waits for it (never from a sink: it runs in place there).
+  void RunOnLoopAndWait(std::function<void()> fn) const;
   // The session if connected, or null; no lock needed.
   ZkSession* AnyConnected() const { return session_->connected() ? session_ : nullptr; }
 
@@ -225,149 +242,147 @@ class EngineShard {
   // nothing (ending, abandoned, forgotten).
   enum class Tally : uint8_t { kNone, kWaiter, kHolder };
   // Every change of a contender's state goes through here (Retally).
-  void SetState(Contender* c, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetState(Contender* c, State s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Counts `c` again in its lock's load and the engine's holders after its
   // state or stream changed; `gone`: it is being forgotten.
-  void Retally(Contender* c, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Retally(Contender* c, bool gone = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   static Tally TallyOf(const Contender& c, bool gone);
   // The loads by counting every contender (what the tallies must equal).
-  std::map<std::string, LockLoad> CountLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, LockLoad> CountLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // With EngineOptions::check_invariants: aborts if a tally differs from a count.
-  void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
-  void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Batched creates (engine_shard_batch.cc): IssueCreate queues the
   // contender's create for the loop's next turn; FlushCreates sends what
   // is ready, alone (SendCreate) or as one multi (SendCreateBatch).
-  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FlushCreates() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void FlushCreates() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void SendCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void SendCreateBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnCreateBatch(SessionSlot* slot, uint64_t epoch,
                      const std::vector<WriteBatcher::Write>& batch,
-                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Plain deletes, batched the same way (no clock: a delete has no token).
-  void QueueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FlushDeletes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDeleteReply(Contender* c, ZkCode code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void FlushDeletes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void SendDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnDeleteReply(Contender* c, ZkCode code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void SendDeleteBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnDeleteBatch(SessionSlot* slot, uint64_t epoch,
                      const std::vector<WriteBatcher::Write>& batch,
-                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PostWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void PostWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   std::string ClockPath(int64_t session_id) const;
   static std::string CreatePrefix(const Contender* c);
-  void EnsureClock(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnsureClock(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
-                 const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                 const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
                 ZkCode code, const std::vector<std::string>& children)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // `rank`: contenders ahead, when the caller knows it (-1: count).
   void Advance(Contender* c, bool from_listing, int64_t rank = -1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void RefreshPositions(const std::string& segment, size_t limit)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Semaphores (issue 21): a waiter's watches from its decision; the first
   // waiter's watches on the holders other than its predecessor; the grant
   // mark; the refusal of a disagreeing contender.
   void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
   // The contender node's data as created.
-  std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // `confirmed`: a read sent after the decision saw the node (a listing).
-  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ScheduleOwnWatches(EventLoop::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void ScheduleOwnWatches(EventLoop::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The ttl ran out: revoke unless the node's version shows a renewal.
-  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // A read of the own node saw `data` at `version`: a renewal and/or a
   // revocation request if its counters went up.
   void NoteOwnNode(Contender* c, const std::string& data, int32_t version)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The revocation request of waiter `c` to the holders ahead of it.
-  void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Lock-delay: no grant on `segment` for `delay` from now; the lock node
   // says so (for Describe and contenders of other replicas).
   void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
-                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Reads the lock node's mark (a listing saw data on it), then re-decides.
-  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Re-decides the local waiters of `segment` that have nothing ahead.
-  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.
   void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
                    const std::string& reason, int attempts,
                    std::function<void(absl::Status, const std::string& holder_identity)> done);
   void Lose(Contender* c, LostReason reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void NoteGone(const std::string& segment, const std::string& node)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // A stale view's probe (engine_shard_watch.cc): `c` waits for the one in
   // flight on its lock, or starts one; its end re-decides its waiters.
-  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The contenders of `ids` (a session's set), in id order: a snapshot, so
   // the caller may change them (and the set) while it goes through them.
   std::vector<Contender*> ContendersOf(const std::set<uint64_t>& ids)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Every contender of the shard (all on its one session), in id order: a
   // snapshot, as ContendersOf.
-  std::vector<Contender*> AllContenders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Contender*> AllContenders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
-  // For lambdas that run synchronously under mu_ (LockQueue's ForFront,
-  // ReplaceWith...): tells the analysis what their caller holds. Checked in
-  // debug builds; free in release ones (leveldb's port::Mutex::AssertHeld).
-  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) {
-#ifndef NDEBUG
-    mu_.AssertHeld();
-#endif
-  }
+  // For lambdas that run synchronously inside a section (LockQueue's
+  // ForFront, ReplaceWith...): tells the analysis what their caller holds.
+  // Free (the section checked the thread).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(loop_role_) {}
 
-  // Queues `fn` to run after the lock is released, in order.
-  void Later(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Emit(Contender* c, LockEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finish(Contender* c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs queued work outside the lock; call after every locked section.
-  void Deliver() ABSL_LOCKS_EXCLUDED(mu_, deliver_mu_);
+  // Queues `fn` to run after the section ends, in order.
+  void Later(std::function<void()> fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Emit(Contender* c, LockEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  void Finish(Contender* c, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  // Runs queued work outside the section; call after every section. On
+  // the loop; a call from inside delivery returns at once (the outer one
+  // runs what was queued).
+  void Deliver() ABSL_LOCKS_EXCLUDED(loop_role_);
 
   EventLoop* const loop_;  // the shard's timers
   const EngineOptions options_;
@@ -375,52 +390,55 @@ class EngineShard {
   // (SessionOf, AnyConnected). Everything else about it is the shard's
   // state, in slots_.
   ZkSession* const session_;
-  const bool checks_;   // CheckMine and ShardLock's check
+  const bool checks_;   // CheckMine and OnLoop's check
   const size_t index_;  // in the pool
   const size_t count_;  // shards in the pool
   std::atomic<uint64_t>* const ids_;  // shared by the pool's shards
 
-  mutable absl::Mutex mu_;
-  std::map<uint64_t, ContenderPtr> contenders_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, LockState> locks_ ABSL_GUARDED_BY(mu_);
-  uint64_t create_counter_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unordered_map<std::string, uint64_t> by_path_ ABSL_GUARDED_BY(mu_);
+  mutable LoopRole loop_role_;
+  std::map<uint64_t, ContenderPtr> contenders_ ABSL_GUARDED_BY(loop_role_);
+  std::map<std::string, LockState> locks_ ABSL_GUARDED_BY(loop_role_);
+  uint64_t create_counter_ ABSL_GUARDED_BY(loop_role_) = 0;
+  std::unordered_map<std::string, uint64_t> by_path_ ABSL_GUARDED_BY(loop_role_);
   // One (the shard's session's), never resized after construction, so the
   // SessionSlot* that contenders and timers keep stay valid. A slot reached through such
-  // a pointer is still guarded by mu_ (which the analysis cannot follow
-  // through the pointer: every function that takes one REQUIRES mu_).
-  std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(mu_);
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  bool last_serving_ ABSL_GUARDED_BY(mu_) = false;
-  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(mu_);
+  // a pointer is still guarded by loop_role_ (which the analysis cannot follow
+  // through the pointer: every function that takes one REQUIRES loop_role_).
+  std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(loop_role_);
+  bool draining_ ABSL_GUARDED_BY(loop_role_) = false;
+  bool last_serving_ ABSL_GUARDED_BY(loop_role_) = false;
+  std::atomic<bool> serving_now_{false};  // last_serving_, for serving() off the loop
+  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(loop_role_);
   std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
-      ABSL_GUARDED_BY(mu_);
-  EngineStats stats_ ABSL_GUARDED_BY(mu_);
-  size_t holders_ ABSL_GUARDED_BY(mu_) = 0;  // contenders of Tally::kHolder
+      ABSL_GUARDED_BY(loop_role_);
+  EngineStats stats_ ABSL_GUARDED_BY(loop_role_);
+  size_t holders_ ABSL_GUARDED_BY(loop_role_) = 0;  // contenders of Tally::kHolder
   // Locks whose load changed since the last LockLoads, and locks that
   // entered a lock-delay (stats().locks_in_delay counts only these).
-  std::set<std::string> loads_changed_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> loads_changed_ ABSL_GUARDED_BY(loop_role_);
+  std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(loop_role_);
   // The loads LockLoads last published, by segment: a scrape copies these
-  // outside mu_, and under mu_ reads only the locks that changed.
-  absl::Mutex loads_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // on its own thread; the loop reads only the locks that changed. Held by
+  // a scrape across its wait for the loop, so two scrapes apply their
+  // changes in the order the loop read them (the loop never takes it).
+  absl::Mutex loads_mu_;
   std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
-  std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
   // Creates and plain deletes waiting for the loop's next turn, and
   // whether that turn is posted (engine_shard_batch.cc).
   static constexpr size_t kMaxWriteBatch = 64;
-  WriteBatcher creates_ ABSL_GUARDED_BY(mu_){kMaxWriteBatch};
-  WriteBatcher deletes_ ABSL_GUARDED_BY(mu_){kMaxWriteBatch};
-  bool writes_posted_ ABSL_GUARDED_BY(mu_) = false;
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  // Set before the first Open (SetObserver), then only read; called with
-  // mu_ held.
+  WriteBatcher creates_ ABSL_GUARDED_BY(loop_role_){kMaxWriteBatch};
+  WriteBatcher deletes_ ABSL_GUARDED_BY(loop_role_){kMaxWriteBatch};
+  bool writes_posted_ ABSL_GUARDED_BY(loop_role_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(loop_role_) = false;
+  // Set before the first Open (SetObserver), then only read; called
+  // inside sections.
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
-  std::optional<EventLoop::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(mu_);
+  std::optional<EventLoop::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(loop_role_);
   // Set while a local handoff's transaction is being applied: the path of
   // the successor whose node it checked (see LocalSuccessor).
-  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(loop_role_);
   // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
   // and the one timer that arms them.
   static constexpr Millis kOwnWatchDelay{10};
@@ -429,13 +447,11 @@ class EngineShard {
     uint64_t id;
     uint64_t own_gen;
   };
-  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(mu_);
-  EventLoop::TimerId own_batch_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(loop_role_);
+  EventLoop::TimerId own_batch_timer_ ABSL_GUARDED_BY(loop_role_) = 0;
 
-  // Serializes Deliver(): held while queued sink calls and listeners run,
-  // so they run one at a time and in order. Only try-locked, and taken
-  // before mu_ (never while holding it).
-  absl::Mutex deliver_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Deliver is running (on the loop): a nested call leaves the work to it.
+  bool delivering_ = false;
 };
 
 }  // namespace turnstile

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
+#include "server/engine/gather.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
@@ -48,55 +49,57 @@ void EngineShard::ReleaseLease(
     return;
   }
   std::string path = LeaseNodePath(options_.root, *lease);
-  {
-    ShardLock l(this);
-    SessionSlot* slot = SlotOf(lease->lock_segment);
-    if (!slot->connected) {
-      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session"), ""); });
-    } else if (Contender* c = FindByPath(path);
-               c != nullptr && c->state == State::kHeld && c->sink) {
-      // Our own stream holds it, but did not ask: it is told LOST(DELETED),
-      // exactly as a holder on another replica would be.
-      Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
-      Later([done, holder = c->params.identity] { done(absl::OkStatus(), holder); });
-    } else {
-      auto deleted = [done, lease_id](ZkCode code, const std::string& holder) {
-        if (code == ZkCode::kOk) {
-          done(absl::OkStatus(), holder);
-        } else if (code == ZkCode::kNoNode) {
-          done(absl::NotFoundError(absl::StrCat(
-                   "lease_id \"", lease_id,
-                   "\" not found: already released, revoked or expired")),
-               "");
-        } else {
-          done(absl::UnavailableError(
-                   absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))),
-               "");
-        }
-      };
-      // Someone else's hold ends involuntarily: if it has a lock-delay, the
-      // lock node says so in the same transaction as the delete, so no
-      // waiter or newcomer sees the node gone without the delay.
-      const std::string lock_path = options_.root + "/" + lease->lock_segment;
-      ZkSession* zk = slot->zk;
-      zk->GetData(path, nullptr, [zk, path, lock_path, deleted](ZkCode code, const std::string& data,
-                                                               const ZkStat&) {
-        if (code != ZkCode::kOk) return deleted(code, "");
-        absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
-        const std::string holder = info.ok() ? info->identity : "";
-        if (!info.ok() || info->lock_delay_ms <= 0) {
-          return zk->Delete(path, -1, [deleted, holder](ZkCode c) { deleted(c, holder); });
-        }
-        const int64_t until = std::chrono::duration_cast<Millis>(
-                                  std::chrono::system_clock::now().time_since_epoch()).count() +
-                              info->lock_delay_ms;
-        engine_internal::DeleteInOneTransaction(
-            zk, path, lock_path, EncodeLockMark("", until), "",
-            [deleted, holder](ZkCode del, ZkCode) { deleted(del, holder); });
-      });
+  RunOnLoop([this, lease, path, done, lease_id] {
+    {
+      OnLoop l(this);
+      SessionSlot* slot = SlotOf(lease->lock_segment);
+      if (!slot->connected) {
+        Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session"), ""); });
+      } else if (Contender* c = FindByPath(path);
+                 c != nullptr && c->state == State::kHeld && c->sink) {
+        // Our own stream holds it, but did not ask: it is told LOST(DELETED),
+        // exactly as a holder on another replica would be.
+        Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
+        Later([done, holder = c->params.identity] { done(absl::OkStatus(), holder); });
+      } else {
+        auto deleted = [done, lease_id](ZkCode code, const std::string& holder) {
+          if (code == ZkCode::kOk) {
+            done(absl::OkStatus(), holder);
+          } else if (code == ZkCode::kNoNode) {
+            done(absl::NotFoundError(absl::StrCat(
+                     "lease_id \"", lease_id,
+                     "\" not found: already released, revoked or expired")),
+                 "");
+          } else {
+            done(absl::UnavailableError(
+                     absl::StrCat("ZooKeeper delete failed: ", ZkCodeName(code))),
+                 "");
+          }
+        };
+        // Someone else's hold ends involuntarily: if it has a lock-delay, the
+        // lock node says so in the same transaction as the delete, so no
+        // waiter or newcomer sees the node gone without the delay.
+        const std::string lock_path = options_.root + "/" + lease->lock_segment;
+        ZkSession* zk = slot->zk;
+        zk->GetData(path, nullptr, [zk, path, lock_path, deleted](ZkCode code, const std::string& data,
+                                                                 const ZkStat&) {
+          if (code != ZkCode::kOk) return deleted(code, "");
+          absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
+          const std::string holder = info.ok() ? info->identity : "";
+          if (!info.ok() || info->lock_delay_ms <= 0) {
+            return zk->Delete(path, -1, [deleted, holder](ZkCode c) { deleted(c, holder); });
+          }
+          const int64_t until = std::chrono::duration_cast<Millis>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count() +
+                                info->lock_delay_ms;
+          engine_internal::DeleteInOneTransaction(
+              zk, path, lock_path, EncodeLockMark("", until), "",
+              [deleted, holder](ZkCode del, ZkCode) { deleted(del, holder); });
+        });
+      }
     }
-  }
-  Deliver();
+    Deliver();
+  });
 }
 
 namespace {
@@ -160,7 +163,7 @@ void EngineShard::WriteRevoke(
     zk->SetData(path, EncodeContenderInfo(*info), stat.version, [=](ZkCode code, const ZkStat&) {
       if (code == ZkCode::kOk) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           ++stats_.revokes_requested;
           if (observer_) observer_->OnRevokeRequested();
         }
@@ -202,7 +205,7 @@ void EngineShard::Revoke(
 // A waiter that asked (AcquireOpen.revoke_holders), once queued: the
 // holders ahead of it are asked to let go (the front entry; and the shared
 // holders after it, for readers). Best effort: a holder that is gone
-// meanwhile needs no asking. Called with mu_ held.
+// meanwhile needs no asking. In a section.
 void EngineShard::RequestRevokeOfHolders(Contender* c) {
   c->revoke_sent = true;
   for (const std::string& node : RevokeTargets(locks_[c->segment].queue, c->node)) {
@@ -223,29 +226,31 @@ void EngineShard::KeepAlive(const std::string& lease_id,
     return absl::NotFoundError(absl::StrCat(
         "lease_id \"", lease_id, "\" not found: released, revoked or lost"));
   };
-  {
-    ShardLock l(this);
-    SessionSlot* slot = SlotOf(lease->lock_segment);
-    Contender* c = FindByPath(path);
-    if (c != nullptr) {
-      if (c->state != State::kHeld || !c->sink) {
-        Later([done, not_found] { done(not_found()); });
+  RunOnLoop([this, lease, path, done, not_found] {
+    {
+      OnLoop l(this);
+      SessionSlot* slot = SlotOf(lease->lock_segment);
+      Contender* c = FindByPath(path);
+      if (c != nullptr) {
+        if (c->state != State::kHeld || !c->sink) {
+          Later([done, not_found] { done(not_found()); });
+        } else {
+          // Local: renew without touching ZooKeeper.
+          if (c->params.ttl > Millis(0)) RenewTtl(c);
+          Millis valid = c->params.ttl;
+          if (!slot->trusted(Clock::now())) valid = std::min(valid, slot->SafeFor(Clock::now()));
+          Later([done, valid] { done(valid); });
+        }
+      } else if (!slot->connected) {
+        Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
       } else {
-        // Local: renew without touching ZooKeeper.
-        if (c->params.ttl > Millis(0)) RenewTtl(c);
-        Millis valid = c->params.ttl;
-        if (!slot->trusted(Clock::now())) valid = std::min(valid, slot->SafeFor(Clock::now()));
-        Later([done, valid] { done(valid); });
+        // Remote: count one renewal in the node's data (with its version);
+        // the owning replica follows the counter (NoteOwnNode).
+        RemoteRenew(slot->zk, path, /*attempts=*/5, done, not_found);
       }
-    } else if (!slot->connected) {
-      Later([done] { done(absl::UnavailableError("replica has no ZooKeeper session")); });
-    } else {
-      // Remote: count one renewal in the node's data (with its version);
-      // the owning replica follows the counter (NoteOwnNode).
-      RemoteRenew(slot->zk, path, /*attempts=*/5, done, not_found);
     }
-  }
-  Deliver();
+    Deliver();
+  });
 }
 
 namespace {
@@ -310,7 +315,7 @@ void EngineShard::Proclaim(const std::string& lease_id, uint64_t fencing_token,
 }
 
 int64_t EngineShard::LocalGrantUnixMs(const std::string& path) const {
-  ShardLock l(this);
+  OnLoop l(this);
   auto it = by_path_.find(path);
   if (it == by_path_.end()) return 0;
   auto c = contenders_.find(it->second);
@@ -345,69 +350,72 @@ void EngineShard::Describe(
           absl::StrCat("ZooKeeper read failed: ", ZkCodeName(code))));
     }
     // The lock's ordered view from this listing; the ordering rule then
-    // says who holds (the same Decide the engine grants with). The reads'
-    // answers arrive on the session's thread, or inline when it is closed.
-    struct Gather {
-      explicit Gather(const std::vector<std::string>& children) {
-        view.ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
-                         [](const LockQueue::Entry&) { return false; });
-        view.ForFront(view.size(), [&](int64_t, int32_t seq, const LockQueue::Entry& e) {
-          seqs.push_back(seq);
-          nodes.push_back(e.node);
-        });
-        left = seqs.size() + 1;
-        views.resize(seqs.size());
-      }
-      // Fixed at construction: queue order.
-      std::vector<int32_t> seqs;
-      std::vector<std::string> nodes;
-      absl::Mutex mu;
-      size_t left ABSL_GUARDED_BY(mu) = 0;
-      LockQueue view ABSL_GUARDED_BY(mu);
-      std::vector<std::optional<ContenderView>> views ABSL_GUARDED_BY(mu);
-      int64_t delay_until_unix_ms ABSL_GUARDED_BY(mu) = 0;
-
-      // One answer is in. With the last: true, the description, the paths
-      // of its holders (grant order) and how many contenders are still
-      // there (`pos`).
-      bool Answered(const std::string& lock_path, LockDescription* d,
-                    std::vector<std::string>* holder_paths, int64_t* pos)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-        if (--left > 0) return false;
-        const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
-            std::chrono::system_clock::now().time_since_epoch()).count();
-        if (delay_until_unix_ms > now_unix_ms) d->delayed_until_unix_ms = delay_until_unix_ms;
-        // Those that left while we looked are not in the queue.
-        for (size_t i = 0; i < seqs.size(); ++i) {
-          if (views[i]) continue;
-          const LockQueue::Entry* gone = view.Find(seqs[i]);
-          if (gone != nullptr) view.Erase(seqs[i], std::string(gone->node));
-        }
-        *pos = 0;
-        for (size_t i = 0; i < seqs.size(); ++i) {
-          std::optional<ContenderView>& v = views[i];
-          if (!v) continue;
-          v->position = ++*pos;
-          const bool holds = turnstile::Decide(view, seqs[i], v->kind, v->max_holders).holds;
-          if (v->kind == ContenderKind::kSemaphore && d->max_holders == 0) {
-            d->max_holders = v->max_holders;  // the front's N: the lock's
-          }
-          if (!holds) v->info.granted_unix_ms = 0;  // a mark still in flight
-          (holds ? d->holders : d->waiters).push_back(*v);
-          if (holds) holder_paths->push_back(lock_path + "/" + nodes[i]);
-        }
-        return true;
-      }
+    // says who holds (the same Decide the engine grants with), once every
+    // contender node and the lock node are read (one gathered fan-out; the
+    // answers arrive on the session's loop).
+    auto view = std::make_shared<LockQueue>();
+    view->ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
+                      [](const LockQueue::Entry&) { return false; });
+    std::vector<int32_t> seqs;
+    std::vector<std::string> nodes;
+    view->ForFront(view->size(), [&](int64_t, int32_t seq, const LockQueue::Entry& e) {
+      seqs.push_back(seq);
+      nodes.push_back(e.node);
+    });
+    if (seqs.empty()) return done(not_found());
+    struct NodeRead {
+      ZkCode code = ZkCode::kOk;
+      std::string data;
+      ZkStat stat;
     };
-    auto g = std::make_shared<Gather>(children);
-    if (g->seqs.empty()) return done(not_found());
-    // With g->mu released by the last answer (which alone gets here).
-    auto finish = [this, name, done, not_found](LockDescription d, int64_t pos,
-                                                const std::vector<std::string>& holder_paths) {
+    const size_t n = seqs.size();
+    // Slots 0..n-1: the contenders in queue order; slot n: the lock node's
+    // own data (a lock-delay in progress).
+    auto g = Gather<NodeRead>::New(n + 1, [this, name, lock_path, view, seqs, nodes, done,
+                                           not_found](std::vector<NodeRead> reads) {
+      LockDescription d;
+      const int64_t now_unix_ms = std::chrono::duration_cast<Millis>(
+          std::chrono::system_clock::now().time_since_epoch()).count();
+      if (reads[seqs.size()].code == ZkCode::kOk) {
+        const int64_t until = DecodeLockMark(reads[seqs.size()].data).delay_until_unix_ms;
+        if (until > now_unix_ms) d.delayed_until_unix_ms = until;
+      }
+      std::vector<std::optional<ContenderView>> views(seqs.size());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const NodeRead& r = reads[i];
+        if (r.code != ZkCode::kOk) continue;
+        ContenderView v;
+        if (auto info = DecodeContenderInfo(r.data); info.ok()) v.info = *info;
+        v.kind = view->Find(seqs[i])->kind;
+        v.max_holders = view->Find(seqs[i])->max_holders;
+        v.since_unix_ms = r.stat.ctime_ms;
+        v.fencing_token = static_cast<uint64_t>(r.stat.czxid);
+        views[i] = v;
+      }
+      // Those that left while we looked are not in the queue.
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        if (views[i]) continue;
+        const LockQueue::Entry* gone = view->Find(seqs[i]);
+        if (gone != nullptr) view->Erase(seqs[i], std::string(gone->node));
+      }
+      int64_t pos = 0;
+      std::vector<std::string> holder_paths;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        std::optional<ContenderView>& v = views[i];
+        if (!v) continue;
+        v->position = ++pos;
+        const bool holds = turnstile::Decide(*view, seqs[i], v->kind, v->max_holders).holds;
+        if (v->kind == ContenderKind::kSemaphore && d.max_holders == 0) {
+          d.max_holders = v->max_holders;  // the front's N: the lock's
+        }
+        if (!holds) v->info.granted_unix_ms = 0;  // a mark still in flight
+        (holds ? d.holders : d.waiters).push_back(*v);
+        if (holds) holder_paths.push_back(lock_path + "/" + nodes[i]);
+      }
       // An exclusive or shared holder's grant time is known only to the
       // replica that granted it (no write on a mutex's path for it).
       {
-        ShardLock el(this);
+        OnLoop el(this);
         for (size_t h = 0; h < d.holders.size(); ++h) {
           if (d.holders[h].info.granted_unix_ms > 0) continue;
           Contender* c = FindByPath(holder_paths[h]);
@@ -419,41 +427,14 @@ void EngineShard::Describe(
       if (pos == 0) return done(not_found());
       d.name = name;
       done(std::move(d));
-    };
-    // The lock node's own data: a lock-delay in progress.
-    zk->GetData(lock_path, nullptr, [g, lock_path, finish](ZkCode code, const std::string& data,
-                                                           const ZkStat&) {
-      absl::ReleasableMutexLock l(&g->mu);
-      if (code == ZkCode::kOk) g->delay_until_unix_ms = DecodeLockMark(data).delay_until_unix_ms;
-      LockDescription d;
-      std::vector<std::string> holder_paths;
-      int64_t pos;
-      if (!g->Answered(lock_path, &d, &holder_paths, &pos)) return;
-      l.Release();
-      finish(std::move(d), pos, holder_paths);
     });
-    for (size_t i = 0; i < g->nodes.size(); ++i) {
-      zk->GetData(lock_path + "/" + g->nodes[i], nullptr,
-                  [g, i, lock_path, finish](ZkCode code, const std::string& data,
-                                            const ZkStat& stat) {
-                    absl::ReleasableMutexLock l(&g->mu);
-                    if (code == ZkCode::kOk) {
-                      ContenderView v;
-                      if (auto info = DecodeContenderInfo(data); info.ok()) v.info = *info;
-                      v.kind = g->view.Find(g->seqs[i])->kind;
-                      v.max_holders = g->view.Find(g->seqs[i])->max_holders;
-                      v.since_unix_ms = stat.ctime_ms;
-                      v.fencing_token = static_cast<uint64_t>(stat.czxid);
-                      g->views[i] = v;
-                    }
-                    LockDescription d;
-                    std::vector<std::string> holder_paths;
-                    int64_t pos;
-                    if (!g->Answered(lock_path, &d, &holder_paths, &pos)) return;
-                    l.Release();
-                    finish(std::move(d), pos, holder_paths);
-                  });
-    }
+    auto read = [g](size_t slot) {
+      return [g, slot](ZkCode code, const std::string& data, const ZkStat& stat) {
+        g->Answer(slot, NodeRead{code, data, stat});
+      };
+    };
+    zk->GetData(lock_path, nullptr, read(n));
+    for (size_t i = 0; i < n; ++i) zk->GetData(lock_path + "/" + nodes[i], nullptr, read(i));
   });
 }
 
@@ -498,38 +479,28 @@ void EngineShard::List(const std::string& prefix, int limit,
 }
 
 void EngineShard::ListBatch(std::shared_ptr<ListJob> job) {
-  size_t begin, end;
-  {
-    // Uncontended: no answer is outstanding (the first batch, or the last
-    // answer of the previous one, which released the lock to call this).
-    absl::MutexLock l(&job->mu);
-    begin = job->next;
-    end = std::min(job->names.size(), begin + LockEngine::kListBatch);
-    job->next = end;
-    job->live.assign(end - begin, false);
-    job->left = end - begin;
-  }
+  // One batch at a time: the job is touched by this call and then by the
+  // batch's last answer only (the gather hands it over).
+  const size_t begin = job->next;
+  const size_t end = std::min(job->names.size(), begin + LockEngine::kListBatch);
+  job->next = end;
+  auto g = Gather<char>::New(end - begin, [this, job, begin](std::vector<char> live) {
+    for (size_t j = 0; j < live.size(); ++j) {
+      if (live[j]) job->out.names.push_back(job->names[begin + j].first);
+    }
+    if (job->out.names.size() > job->limit) {
+      job->out.names.resize(job->limit);
+      job->out.truncated = true;
+    } else if (job->next < job->names.size()) {
+      return ListBatch(job);  // from this completion: issues async calls only
+    }
+    job->done(std::move(job->out));
+  });
   for (size_t i = begin; i < end; ++i) {
     job->zk->Exists(options_.root + "/" + job->names[i].second,
-                [this, job, i, begin](ZkCode code, const ZkStat& stat) {
-                  absl::ReleasableMutexLock l(&job->mu);
-                  job->live[i - begin] = code == ZkCode::kOk && stat.num_children > 0;
-                  if (--job->left > 0) return;
-                  for (size_t j = 0; j < job->live.size(); ++j) {
-                    if (job->live[j]) job->out.names.push_back(job->names[begin + j].first);
-                  }
-                  if (job->out.names.size() > job->limit) {
-                    job->out.names.resize(job->limit);
-                    job->out.truncated = true;
-                  } else if (job->next < job->names.size()) {
-                    l.Release();
-                    ListBatch(job);  // from this completion: issues async calls only
-                    return;
-                  }
-                  LockList out = std::move(job->out);
-                  l.Release();
-                  job->done(std::move(out));
-                });
+                    [g, i, begin](ZkCode code, const ZkStat& stat) {
+                      g->Answer(i - begin, code == ZkCode::kOk && stat.num_children > 0);
+                    });
   }
 }
 

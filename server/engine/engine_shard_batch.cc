@@ -35,7 +35,7 @@ void EngineShard::EnsureClock(SessionSlot* slot) {
   const uint64_t epoch = slot->epoch;
   slot->zk->Create(path, "", CreateMode::kEphemeral,
                    [this, slot, path, epoch](ZkCode code, const std::string&, const ZkStat&) {
-                     ShardLock l(this);
+                     OnLoop l(this);
                      if (shut_down_ || epoch != slot->epoch) return;
                      // NODEEXISTS: made by this session before a reconnect.
                      if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
@@ -66,7 +66,7 @@ void EngineShard::PostWrites() {
   writes_posted_ = true;
   loop_->Post([this] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       writes_posted_ = false;
       if (!shut_down_) {
         FlushDeletes();
@@ -115,7 +115,7 @@ void EngineShard::SendCreate(Contender* c) {
   c->zk()->Create(CreatePrefix(c), CreateData(c), CreateMode::kEphemeralSequential,
                   [this, id, gen](ZkCode code, const std::string& path, const ZkStat& stat) {
                     {
-                      ShardLock l(this);
+                      OnLoop l(this);
                       OnCreated(id, gen, code, path, stat);
                     }
                     Deliver();
@@ -146,7 +146,7 @@ void EngineShard::SendCreateBatch(SessionSlot* slot, std::vector<WriteBatcher::W
   slot->zk->Multi(std::move(ops), [this, slot, epoch, batch = std::move(batch)](
                                       const std::vector<ZkMultiResult>& results) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (!shut_down_) OnCreateBatch(slot, epoch, batch, results);
     }
     Deliver();
@@ -216,7 +216,7 @@ void EngineShard::SendDelete(Contender* c) {
   const uint64_t id = c->id, gen = c->gen;
   c->zk()->Delete(c->path(), -1, [this, id, gen](ZkCode code) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (Contender* c = Find(id, gen)) OnDeleteReply(c, code);
     }
     Deliver();
@@ -246,7 +246,7 @@ void EngineShard::SendDeleteBatch(SessionSlot* slot, std::vector<WriteBatcher::W
   slot->zk->Multi(std::move(ops), [this, slot, epoch, batch = std::move(batch)](
                                       const std::vector<ZkMultiResult>& results) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (!shut_down_) OnDeleteBatch(slot, epoch, batch, results);
     }
     Deliver();

@@ -19,8 +19,8 @@
 // answers one session's requests in order, so the listing reflects every
 // write committed before the call (linearizable).
 //
-// Touches no shard state: no ShardLock; the callbacks run on the session's
-// thread (or inline when it is closed).
+// Touches no shard state: no section; the callbacks run on the session's
+// loop (in place after it is closed).
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -30,6 +30,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
+#include "server/engine/gather.h"
 #include "server/recipe/ordering.h"
 
 namespace turnstile {
@@ -38,7 +39,7 @@ namespace {
 
 // One CheckToken in progress. Its steps run one after the other (each
 // issued from the previous one's completion), except the holders' reads,
-// which are pipelined and counted down under `mu`.
+// which are pipelined and gathered (gather.h).
 struct TokenCheckJob {
   ZkSession* zk = nullptr;
   std::string lock_path;
@@ -50,12 +51,6 @@ struct TokenCheckJob {
   // The current listing, in queue order.
   std::vector<std::string> nodes;
   std::vector<bool> holds;
-  // Its holders' reads.
-  absl::Mutex mu;
-  size_t left ABSL_GUARDED_BY(mu) = 0;
-  bool holder_gone ABSL_GUARDED_BY(mu) = false;
-  ZkCode failure ABSL_GUARDED_BY(mu) = ZkCode::kOk;
-  std::vector<uint64_t> czxid ABSL_GUARDED_BY(mu);  // by index; 0 = not read
 
   void Answer(TokenCheck::Verdict v, uint64_t highest) {
     TokenCheck c;
@@ -153,35 +148,31 @@ void ListForCheck(std::shared_ptr<TokenCheckJob> job) {
     if (holders.empty()) {  // the front always holds; a listing of foreign kinds only
       return HoldersRead(job, false, ZkCode::kOk, std::vector<uint64_t>(job->nodes.size(), 0));
     }
-    {
-      absl::MutexLock l(&job->mu);
-      job->left = holders.size();
-      job->holder_gone = false;
-      job->failure = ZkCode::kOk;
-      job->czxid.assign(job->nodes.size(), 0);
-    }
-    for (size_t i : holders) {
-      job->zk->Exists(job->lock_path + "/" + job->nodes[i], [job, i](ZkCode code,
-                                                                     const ZkStat& stat) {
-        bool gone;
-        ZkCode failure;
-        std::vector<uint64_t> czxid;
-        {
-          absl::MutexLock l(&job->mu);
-          if (code == ZkCode::kOk) {
-            job->czxid[i] = static_cast<uint64_t>(stat.czxid);
-          } else if (code == ZkCode::kNoNode) {
-            job->holder_gone = true;
-          } else if (job->failure == ZkCode::kOk) {
-            job->failure = code;
-          }
-          if (--job->left > 0) return;
-          gone = job->holder_gone;
-          failure = job->failure;
-          czxid = job->czxid;
+    // Each holder's read: its code and czxid; the last one decides.
+    struct Read {
+      ZkCode code = ZkCode::kOk;
+      uint64_t czxid = 0;
+    };
+    auto g = Gather<Read>::New(holders.size(), [job, holders](std::vector<Read> reads) {
+      bool gone = false;
+      ZkCode failure = ZkCode::kOk;
+      std::vector<uint64_t> czxid(job->nodes.size(), 0);  // by index; 0 = not read
+      for (size_t k = 0; k < reads.size(); ++k) {
+        if (reads[k].code == ZkCode::kOk) {
+          czxid[holders[k]] = reads[k].czxid;
+        } else if (reads[k].code == ZkCode::kNoNode) {
+          gone = true;
+        } else if (failure == ZkCode::kOk) {
+          failure = reads[k].code;
         }
-        HoldersRead(job, gone, failure, std::move(czxid));
-      });
+      }
+      HoldersRead(job, gone, failure, std::move(czxid));
+    });
+    for (size_t k = 0; k < holders.size(); ++k) {
+      job->zk->Exists(job->lock_path + "/" + job->nodes[holders[k]],
+                      [g, k](ZkCode code, const ZkStat& stat) {
+                        g->Answer(k, Read{code, static_cast<uint64_t>(stat.czxid)});
+                      });
     }
   });
 }

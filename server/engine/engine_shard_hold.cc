@@ -118,7 +118,7 @@ void EngineShard::DeferOwnWatch(Contender* c) {
 void EngineShard::ScheduleOwnWatches(EventLoop::Clock::time_point when) {
   own_batch_timer_ = loop_->Schedule(when, [this] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       own_batch_timer_ = 0;
       if (shut_down_) return;
       // Holds due within half the delay are armed now too: the next run is
@@ -220,7 +220,7 @@ void EngineShard::ArmOwn(Contender* c) {
   uint64_t id = c->id, gen = ++c->own_gen;
   c->own_read = true;
   auto find = [this](uint64_t id, uint64_t gen)
-                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->own_gen != gen) return nullptr;
     return it->second.get();
@@ -229,7 +229,7 @@ void EngineShard::ArmOwn(Contender* c) {
       c->path(),
       [this, id, gen, find](WatchEventType type) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           Contender* c = find(id, gen);
           if (c != nullptr && c->state == State::kDeleting && type == WatchEventType::kDeleted) {
             ++stats_.own_watch_fired_on_release;  // its own delete: it wakes nobody else
@@ -248,7 +248,7 @@ void EngineShard::ArmOwn(Contender* c) {
       },
       [this, id, gen, find](ZkCode code, const std::string& data, const ZkStat& stat) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           Contender* c = find(id, gen);
           if (c == nullptr) return;
           if (c->state != State::kHeld) return;
@@ -323,7 +323,7 @@ void EngineShard::RenewTtl(Contender* c) {
   uint64_t id = c->id;
   c->ttl_timer = loop_->Schedule(c->ttl_deadline, [this, id] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = contenders_.find(id);
       if (it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -352,7 +352,7 @@ void EngineShard::CheckTtl(Contender* c) {
   c->zk()->GetData(path, nullptr, [this, id, path](ZkCode code, const std::string& data,
                                                    const ZkStat& stat) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -473,7 +473,7 @@ void EngineShard::IssueDelete(Contender* c) {
     c->handoff_in_flight = next != nullptr;
     auto done = [this, id, gen, next_path](ZkCode del, ZkCode check) {
       {
-        ShardLock l(this);
+        OnLoop l(this);
         Contender* c = Find(id, gen);
         if (c == nullptr) return;
         c->handoff_in_flight = false;

@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
@@ -122,30 +125,52 @@ void EngineShard::CheckLoads() const {
 }
 
 void EngineShard::LockLoads(std::vector<LockLoad>* out) {
+  // The loop reads only the locks whose load changed; this thread keeps
+  // the published copy and hands out the whole.
+  // Held across the loop's read, so that two scrapes apply in the order
+  // the loop read them (the loop never takes it).
   absl::MutexLock published(&loads_mu_);
-  {
-    ShardLock l(this);
+  std::vector<std::pair<std::string, std::optional<LockLoad>>> changed;
+  RunOnLoopAndWait([this, &changed] {
+    OnLoop l(this);
+    changed.reserve(loads_changed_.size());
     for (const std::string& segment : loads_changed_) {
       auto it = locks_.find(segment);
       if (it == locks_.end() || it->second.ids.empty()) {
-        published_loads_.erase(segment);
+        changed.emplace_back(segment, std::nullopt);
         continue;
       }
       const LockState& lock = it->second;
-      LockLoad& load = published_loads_[segment];
+      LockLoad load;
       load.name = lock.name;
       load.first_id = *lock.ids.begin();
       load.holders = lock.holders;
       load.waiters = lock.waiters;
       load.max_holders = lock.max_holders;
+      changed.emplace_back(segment, std::move(load));
     }
     loads_changed_.clear();
+  });
+  for (auto& [segment, load] : changed) {
+    if (load) {
+      published_loads_[segment] = std::move(*load);
+    } else {
+      published_loads_.erase(segment);
+    }
   }
   for (const auto& [segment, load] : published_loads_) out->push_back(load);
 }
 
 EngineStats EngineShard::stats() const {
-  ShardLock l(this);
+  EngineStats s;
+  RunOnLoopAndWait([this, &s] {
+    OnLoop l(this);
+    s = Stats();
+  });
+  return s;
+}
+
+EngineStats EngineShard::Stats() const {
   EngineStats s = stats_;
   s.contenders = contenders_.size();
   s.holders = holders_;

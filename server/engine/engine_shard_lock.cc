@@ -1,6 +1,6 @@
-// The shard's lock and its checks (ShardLock, CheckMine), and delivery:
-// sink calls and listeners run outside the lock, in production order. Part
-// of EngineShard (server/engine/engine_shard.h).
+// The shard's loop and its checks (OnLoop, RunOnLoop, CheckMine), and
+// delivery: sink calls and listeners run between sections, in production
+// order. Part of EngineShard (server/engine/engine_shard.h).
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 
@@ -16,8 +17,8 @@ namespace turnstile {
 
 namespace {
 
-// The shard whose lock this thread holds (ShardLock), or null.
-thread_local const EngineShard* held_shard = nullptr;
+// The shard whose section this thread is in (OnLoop), or null.
+thread_local const EngineShard* in_section = nullptr;
 
 [[noreturn]] void WrongShard(const std::string& what) {
   std::fprintf(stderr, "turnstile engine: shard check failed: %s\n", what.c_str());
@@ -26,18 +27,37 @@ thread_local const EngineShard* held_shard = nullptr;
 
 }  // namespace
 
-EngineShard::ShardLock::ShardLock(const EngineShard* shard) : shard_(shard), outer_(held_shard) {
-  if (shard->checks_ && outer_ != nullptr) {
-    WrongShard(absl::StrCat("shard ", shard->index_, "'s lock taken by a thread holding shard ",
-                            outer_->index_, "'s"));
+EngineShard::OnLoop::OnLoop(const EngineShard* shard) : outer_(in_section) {
+  if (shard->checks_) {
+    if (outer_ != nullptr) {
+      WrongShard(absl::StrCat("a section of shard ", shard->index_,
+                              " opened inside one of shard ", outer_->index_));
+    }
+    if (!shard->loop_->OwnedHere()) {
+      WrongShard(absl::StrCat("shard ", shard->index_, " entered off its loop"));
+    }
   }
-  shard->mu_.Lock();
-  held_shard = shard;
+  in_section = shard;
 }
 
-EngineShard::ShardLock::~ShardLock() {
-  held_shard = outer_;
-  shard_->mu_.Unlock();
+EngineShard::OnLoop::~OnLoop() { in_section = outer_; }
+
+void EngineShard::RunOnLoop(std::function<void()> fn) const {
+  if (loop_->OwnedHere()) {  // on the loop, or no thread runs it
+    fn();
+  } else {
+    loop_->Post(std::move(fn));
+  }
+}
+
+void EngineShard::RunOnLoopAndWait(std::function<void()> fn) const {
+  if (loop_->OwnedHere()) return fn();
+  auto done = std::make_shared<absl::Notification>();
+  loop_->Post([fn = std::move(fn), done] {
+    fn();
+    done->Notify();
+  });
+  done->WaitForNotification();
 }
 
 void EngineShard::CheckMine(const std::string& segment) const {
@@ -72,23 +92,20 @@ void EngineShard::Finish(Contender* c, absl::Status status) {
 }
 
 void EngineShard::Deliver() {
+  if (delivering_) return;  // a sink called an entry point: the outer call delivers
+  delivering_ = true;
   for (;;) {
-    if (!deliver_mu_.TryLock()) return;  // the thread holding it delivers ours too
-    for (;;) {
-      std::deque<std::function<void()>> batch;
-      {
-        ShardLock l(this);
-        if (options_.check_invariants) CheckLoads();
-        if (shut_down_) pending_.clear();  // Quiesce: nothing more is delivered
-        batch.swap(pending_);
-      }
-      if (batch.empty()) break;
-      for (auto& fn : batch) fn();
+    std::deque<std::function<void()>> batch;
+    {
+      OnLoop l(this);
+      if (options_.check_invariants) CheckLoads();
+      if (shut_down_) pending_.clear();  // Quiesce: nothing more is delivered
+      batch.swap(pending_);
     }
-    deliver_mu_.Unlock();
-    ShardLock l(this);
-    if (pending_.empty()) return;
+    if (batch.empty()) break;
+    for (auto& fn : batch) fn();
   }
+  delivering_ = false;
 }
 
 }  // namespace turnstile

@@ -38,7 +38,7 @@ void EngineShard::RequestList(const std::string& segment) {
       [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
                                      const ZkStat& stat) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           if (!shut_down_) {
             // Data on the lock node: a lock-delay may be running (started
             // by another replica). Grants wait until it is read.
@@ -243,7 +243,7 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
       uint64_t id = c->id, gen = c->gen;
       c->delay_timer = loop_->Schedule(lock.delayed_until, [this, id, gen] {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           if (shut_down_) return;
           Contender* c = Find(id, gen);
           if (c == nullptr) return;
@@ -335,7 +335,7 @@ void EngineShard::ArmMore(Contender* c) {
   c->more_path_bytes = per_path * c->more_watching.size();
   c->slot->watched_path_bytes += c->more_path_bytes;
   auto find = [this](uint64_t id, uint64_t gen)
-                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> Contender* {
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) -> Contender* {
     auto it = contenders_.find(id);
     if (it == contenders_.end() || it->second->more_gen != gen ||
         it->second->state != State::kWaiting) {
@@ -348,7 +348,7 @@ void EngineShard::ArmMore(Contender* c) {
     const std::string node = node_ref;
     const std::string segment = c->segment;
     // Forgets the node; the contender re-decides (normally: it now holds).
-    auto gone = [this, find, id, gen, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto gone = [this, find, id, gen, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) {
       NoteGone(segment, node);
       Contender* c = find(id, gen);
       if (c == nullptr) return;
@@ -364,7 +364,7 @@ void EngineShard::ArmMore(Contender* c) {
         c->lock_path() + "/" + node,
         [this, find, id, gen, node, gone](WatchEventType type) {
           {
-            ShardLock l(this);
+            OnLoop l(this);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             for (auto& [n, key] : c->more_watching) {
@@ -385,7 +385,7 @@ void EngineShard::ArmMore(Contender* c) {
         },
         [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
           {
-            ShardLock l(this);
+            OnLoop l(this);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             if (code == ZkCode::kNoNode) {
@@ -421,7 +421,7 @@ void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data
   c->zk()->SetData(path, EncodeContenderInfo(*info), version,
                    [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -432,7 +432,7 @@ void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data
                                                                      const std::string& data,
                                                                      const ZkStat& stat) {
           {
-            ShardLock l(this);
+            OnLoop l(this);
             auto it = contenders_.find(id);
             if (shut_down_ || it == contenders_.end()) return;
             Contender* c = it->second.get();
@@ -479,7 +479,7 @@ void EngineShard::ReadLockMark(const std::string& segment) {
                                                        ZkCode code, const std::string& data,
                                                        const ZkStat&) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = locks_.find(segment);
       if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
       it->second.mark_pending = false;
@@ -554,7 +554,7 @@ void EngineShard::ScheduleSweep(const std::string& segment) {
   it->second.sweep_scheduled = true;
   loop_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (shut_down_) return;
       auto it = locks_.find(segment);
       if (it == locks_.end()) return;

@@ -15,12 +15,14 @@ namespace turnstile {
 using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 void EngineShard::SetServingListener(std::function<void(bool)> listener) {
-  {
-    ShardLock l(this);
-    serving_listener_ = std::move(listener);
-    Later([fn = serving_listener_, s = last_serving_] { fn(s); });
-  }
-  Deliver();
+  RunOnLoop([this, listener]() mutable {
+    {
+      OnLoop l(this);
+      serving_listener_ = std::move(listener);
+      Later([fn = serving_listener_, s = last_serving_] { fn(s); });
+    }
+    Deliver();
+  });
 }
 
 namespace {
@@ -34,15 +36,13 @@ bool AllReady(const std::vector<SessionSlot>& slots) {
 
 }  // namespace
 
-bool EngineShard::serving() const {
-  ShardLock l(this);
-  return AllReady(slots_) && !draining_;
-}
+bool EngineShard::serving() const { return serving_now_.load(std::memory_order_acquire); }
 
 void EngineShard::UpdateServing() {
   bool now = AllReady(slots_) && !draining_;
   if (now == last_serving_) return;
   last_serving_ = now;
+  serving_now_.store(now, std::memory_order_release);
   if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
 }
 
@@ -53,7 +53,7 @@ SessionSlot* EngineShard::SlotOf(const std::string& segment) {
 
 void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
   {
-    ShardLock l(this);
+    OnLoop l(this);
     if (shut_down_) return;
     switch (e) {
       case SessionEvent::kConnected:
@@ -78,8 +78,10 @@ void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
 }
 
 void EngineShard::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
-  ShardLock l(this);
-  session_listeners_.push_back(std::move(listener));
+  RunOnLoop([this, listener]() mutable {
+    OnLoop l(this);
+    session_listeners_.push_back(std::move(listener));
+  });
 }
 
 void EngineShard::OnConnected(SessionSlot* slot) {
@@ -186,7 +188,7 @@ void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
   const std::string message = deleted_message;
   c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -211,7 +213,7 @@ void EngineShard::ConfirmResume(Contender* c) {
   std::string path = c->path();
   c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       auto it = contenders_.find(id);
       if (shut_down_ || it == contenders_.end()) return;
       Contender* c = it->second.get();
@@ -259,7 +261,7 @@ void EngineShard::Suspend(SessionSlot* slot) {
   loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = loop_->ScheduleAfter(safe, [this, slot] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       slot->suspend_timer = 0;
       if ((slot->connected && !slot->in_doubt) || shut_down_) return;
       std::vector<Contender*> held;
@@ -368,7 +370,7 @@ void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::s
                    [this, slot, index, paths = std::move(paths), epoch](
                        ZkCode code, const std::string&, const ZkStat&) {
                      {
-                       ShardLock l(this);
+                       OnLoop l(this);
                        if (shut_down_ || epoch != slot->epoch) return;
                        if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
                          EnsurePath(slot, index + 1, paths);
@@ -437,7 +439,7 @@ void EngineShard::Heartbeat(SessionSlot* slot) {
   const Millis interval = HeartbeatInterval(*slot);
   slot->heartbeat_timer = loop_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       slot->heartbeat_timer = 0;
       if (shut_down_) return;
       if (slot->connected) {
@@ -466,7 +468,7 @@ void EngineShard::SendHeartbeat(SessionSlot* slot) {
   uint64_t epoch = slot->epoch;
   slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
     {
-      ShardLock l(this);
+      OnLoop l(this);
       if (shut_down_ || epoch != slot->epoch) return;
       slot->heartbeat_in_flight = false;
       if (code == ZkCode::kOk) {

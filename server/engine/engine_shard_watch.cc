@@ -26,7 +26,7 @@ void EngineShard::Arm(Contender* c) {
   std::string segment = c->segment;
   // After NoteGone the contender behind `node` re-decides; if the view had
   // already dropped `node`, this one re-decides here.
-  auto gone = [this, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto gone = [this, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) {
     NoteGone(segment, node);
     auto it = contenders_.find(id);
     if (it == contenders_.end()) return;
@@ -41,7 +41,7 @@ void EngineShard::Arm(Contender* c) {
       c->lock_path() + "/" + node,
       [this, id, gen, gone](WatchEventType type) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           c->watch_key = 0;  // fired: nothing left to remove
@@ -75,7 +75,7 @@ void EngineShard::Arm(Contender* c) {
                                [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
                                                                   const ZkStat&) {
                                  {
-                                   ShardLock l(this);
+                                   OnLoop l(this);
                                    Contender* c = Find(id, gen);
                                    if (c == nullptr || c->state != State::kWaiting) return;
                                    if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
@@ -96,7 +96,7 @@ void EngineShard::Arm(Contender* c) {
       },
       [this, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
         {
-          ShardLock l(this);
+          OnLoop l(this);
           Contender* c = Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           if (code == ZkCode::kOk) {
@@ -277,7 +277,7 @@ void EngineShard::JoinProbe(Contender* c, LockState& lock) {
     ++p->pending;
     slot->zk->Exists(base + node, [this, segment, p, node](ZkCode code, const ZkStat&) {
       {
-        ShardLock l(this);
+        OnLoop l(this);
         if (shut_down_) return;
         if (code == ZkCode::kNoNode) p->gone.push_back(node);
         if (--p->pending == 0) OnProbed(segment, p);
@@ -291,7 +291,7 @@ void EngineShard::JoinProbe(Contender* c, LockState& lock) {
     p->own_read.insert(id);
     slot->zk->Exists(c->path(), [this, segment, p, id](ZkCode code, const ZkStat&) {
       {
-        ShardLock l(this);
+        OnLoop l(this);
         if (shut_down_) return;
         if (code == ZkCode::kOk) p->saw_own.insert(id);
         if (--p->pending == 0) OnProbed(segment, p);

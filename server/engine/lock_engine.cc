@@ -41,15 +41,7 @@ const char* AcquireResultName(AcquireResult r) {
 
 LockEngine::LockEngine(std::vector<ZkSession*> sessions, EngineOptions options)
     : options_(std::move(options)), sessions_(std::move(sessions)) {
-  for (size_t i = 0; i < sessions_.size(); ++i) {
-    EventLoop* loop = sessions_[i]->loop();
-    if (loop == nullptr) {
-      own_loops_.push_back(std::make_unique<EventLoop>());
-      own_loops_.back()->Start(nullptr, absl::StrCat("ts-timers-", i));
-      loop = own_loops_.back().get();
-    }
-    loops_.push_back(loop);
-  }
+  for (size_t i = 0; i < sessions_.size(); ++i) loops_.push_back(sessions_[i]->loop());
   {
     absl::MutexLock l(&serving_mu_);
     shard_serving_.assign(sessions_.size(), false);
@@ -71,11 +63,9 @@ LockEngine::LockEngine(std::vector<ZkSession*> sessions, EngineOptions options)
   }
 }
 
-LockEngine::~LockEngine() {
-  // No timer of a shard may run while the shards are destroyed: the
-  // sessions' loops are stopped by their Close, the engine's own here.
-  for (auto& loop : own_loops_) loop->Stop();
-}
+// Each shard is destroyed on its loop if that still runs (EngineShard's
+// destructor), so nothing of it runs after.
+LockEngine::~LockEngine() = default;
 
 bool LockEngine::AwaitLoops(std::chrono::milliseconds timeout) const {
   auto left = std::make_shared<std::atomic<size_t>>(loops_.size());

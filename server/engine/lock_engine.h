@@ -104,8 +104,9 @@ struct LockEvent {
 enum class AcquireResult { kAcquired, kTimeout, kBusy, kCancelled, kFailed, kCount };
 const char* AcquireResultName(AcquireResult r);
 
-// Receives the engine's measurements (metrics). Called with the engine's lock
-// held: implementations must be quick and must not call the engine.
+// Receives the engine's measurements (metrics). Called from inside a shard's
+// work on its loop, from several shards' loops at once: implementations
+// must be quick, thread-safe, and must not call the engine.
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
@@ -129,8 +130,9 @@ struct LockLoad {
   int32_t max_holders = 0;  // a semaphore's N (from this replica's contenders), else 0
 };
 
-// Receives one contender's events. Called outside the engine's lock, never
-// concurrently for one sink. OnFinish is called exactly once and last, unless
+// Receives one contender's events. Called on the contender's shard's loop,
+// between two pieces of its work (so it may call the engine, which then
+// runs in place), never concurrently for one sink. OnFinish is called exactly once and last, unless
 // the contender was abandoned (then nothing more is called); after RELEASED
 // or LOST it follows at once (the gRPC service sends the two together).
 class ContenderSink {
@@ -277,16 +279,16 @@ class LockEngine {
   // The sessions must outlive the engine; close them (which stops their
   // loops) before destroying it. Installs the session listeners: construct
   // the engine before starting the sessions. At least one session. Shard i
-  // runs its timers (wait timeouts, heartbeats, leases) on session i's own
-  // loop (ZkSession::loop), where its completions run too, so a timer that
-  // fires needs no other thread, and a shard stuck on its session never
-  // delays another's; a session without a loop (a test double) gets one of
-  // the engine's ("ts-timers-i"). A lock's session (and shard) is
+  // lives on session i's loop (ZkSession::loop): every call routed to it
+  // posts its work there, where the session's completions and the shard's
+  // timers (wait timeouts, heartbeats, leases) run too. So a shard's state
+  // has one thread, and a shard stuck on its session never delays
+  // another's. A lock's session (and shard) is
   // sessions[SessionIndexFor(segment, n)].
   LockEngine(std::vector<ZkSession*> sessions, EngineOptions options);
   LockEngine(ZkSession* zk, EngineOptions options)
       : LockEngine(std::vector<ZkSession*>{zk}, std::move(options)) {}
-  ~LockEngine();  // stops the engine's own loops first
+  ~LockEngine();
   LockEngine(const LockEngine&) = delete;
   LockEngine& operator=(const LockEngine&) = delete;
   // For the replica's stop, once the gRPC server has stopped (before its
@@ -297,9 +299,12 @@ class LockEngine {
   // queue had shut down, which gRPC aborts on.
   void Quiesce();
 
-  // Validates `params` (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE)
-  // before touching ZooKeeper, then starts contending. Returns the
-  // contender id used by Release/Abandon.
+  // Validates `params` (INVALID_ARGUMENT, returned here), then starts
+  // contending on the lock's shard and returns the contender id used by
+  // Release/Abandon. What depends on the shard's state is decided there
+  // and refused through the sink (OnFinish, no event): UNAVAILABLE while
+  // draining or without the lock's session, RESOURCE_EXHAUSTED at the
+  // per-lock limit or the session's watch budget.
   absl::StatusOr<uint64_t> Open(const AcquireParams& params, std::shared_ptr<ContenderSink> sink);
   // The client asked to release (or to stop waiting): RELEASED if held,
   // then OnFinish(OK); a waiter gets OnFinish(OK) with no event. The node is
@@ -388,16 +393,16 @@ class LockEngine {
   // `name`.
   size_t session_count() const { return sessions_.size(); }
   size_t SessionIndexOf(const std::string& name) const;
-  // Called (outside every shard's lock, in order) whenever serving()
-  // changes.
+  // Called (from a shard's loop, between its work, in order) whenever
+  // serving() changes.
   void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(serving_mu_);
   // The shards' counters, summed.
   EngineStats stats() const;
   // Per-lock waiters and holders of this replica, exact at the call for
-  // each shard. Each lock's load is kept as its contenders change; under a
-  // shard's lock the call reads only the locks that changed since the
-  // previous call, so a scrape costs grants nothing however many contenders
-  // wait.
+  // each shard. Each lock's load is kept as its contenders change; on a
+  // shard's loop the call reads only the locks that changed since the
+  // previous call (the caller waits for that), so a scrape costs grants
+  // nothing however many contenders wait.
   std::vector<LockLoad> LockLoads();
   // Set before the first Open; `observer` must outlive the engine's use and
   // take calls from several shards at once.
@@ -431,14 +436,13 @@ class LockEngine {
 
   const EngineOptions options_;
   const std::vector<ZkSession*> sessions_;
-  // The loop of each shard's timers: its session's, or one of own_loops_.
+  // Each shard's loop: its session's.
   std::vector<EventLoop*> loops_;
-  std::vector<std::unique_ptr<EventLoop>> own_loops_;
   std::atomic<uint64_t> next_id_{0};  // the shards' contender ids (arrival order)
 
   // The pool serves when every shard does. Held while the listener runs,
   // so its calls keep the order of the changes (shards report from their
-  // own threads); taken with no shard lock held.
+  // own loops); taken outside every shard's work.
   mutable absl::Mutex serving_mu_;
   std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(serving_mu_);
   std::vector<bool> shard_serving_ ABSL_GUARDED_BY(serving_mu_);

@@ -26,9 +26,10 @@
 // LockEngine::SessionIndexOf), each with its own lock; LockObservers only
 // routes. No lock spans shards.
 //
-// Lock order: a ShardObservers' mu_ -> its engine shard's lock
-// (LocalGrantUnixMs) -> that session's work queue and watch registry. The
-// engine calls OnSessionEvent outside its own lock. Sinks are called with
+// Lock order: a ShardObservers' mu_ -> that session's work queue and watch
+// registry. LocalGrantUnixMs, called under mu_, is a section of the engine
+// shard (its reads' answers run on the shard's loop), which takes no lock.
+// The engine calls OnSessionEvent between its work. Sinks are called with
 // no lock held.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_

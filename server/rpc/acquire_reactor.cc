@@ -195,7 +195,7 @@ class AcquireReactor final
   void OnDone() override {
     MarkDone();
     // Abandon is a no-op for a contender the engine ended; skipping it
-    // spares every released stream a trip through the engine's lock.
+    // spares every released stream a trip to its shard's loop.
     if (uint64_t id = id_.load(); id != 0 && !ended_.load()) svc_->engine()->Abandon(id);
     if (counted_) {
       svc_->CloseStream();

@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/engine/gather.h"
 #include "server/rpc/lock_service.h"
 #include "server/rpc/lock_service_internal.h"
 
@@ -54,35 +55,30 @@ class KeepAliveReactor final
       FinishAfterWrites(ToGrpc(identity_.status()));
       return;
     }
-    // One request at a time: answers stay in request order.
-    struct Gather {
-      explicit Gather(const v1::KeepAliveRequest& req) : left(req.lease_ids_size()) {
-        for (const auto& lease : req.lease_ids()) resp.add_leases()->set_lease_id(lease);
-      }
-      absl::Mutex mu;
-      size_t left ABSL_GUARDED_BY(mu);
-      v1::KeepAliveResponse resp ABSL_GUARDED_BY(mu);
-    };
-    auto g = std::make_shared<Gather>(req_);
+    // One request at a time: answers stay in request order. Each lease's
+    // answer comes from its shard's loop; the last one sends the response.
     std::weak_ptr<KeepAliveReactor> weak = weak_self_;
-    for (size_t i = 0; i < n; ++i) {
-      auto answer = [g, i, weak](absl::StatusOr<Millis> valid) {
-            absl::ReleasableMutexLock l(&g->mu);
-            auto* st = g->resp.mutable_leases(static_cast<int>(i));
-            st->set_code(static_cast<int32_t>(valid.status().code()));
-            if (valid.ok()) {
-              SetDuration(*valid, st->mutable_valid_for());
+    std::vector<std::string> leases(req_.lease_ids().begin(), req_.lease_ids().end());
+    auto g = Gather<absl::StatusOr<Millis>>::New(
+        n, [weak, leases](std::vector<absl::StatusOr<Millis>> answers) {
+          v1::KeepAliveResponse resp;
+          for (size_t i = 0; i < answers.size(); ++i) {
+            auto* st = resp.add_leases();
+            st->set_lease_id(leases[i]);
+            st->set_code(static_cast<int32_t>(answers[i].status().code()));
+            if (answers[i].ok()) {
+              SetDuration(*answers[i], st->mutable_valid_for());
             } else {
-              st->set_message(std::string(valid.status().message()));
+              st->set_message(std::string(answers[i].status().message()));
             }
-            if (--g->left > 0) return;
-            v1::KeepAliveResponse resp = std::move(g->resp);
-            l.Release();
-            if (auto r = weak.lock()) {
-              r->Send(std::move(resp));
-              r->StartRead(&r->req_);
-            }
-          };
+          }
+          if (auto r = weak.lock()) {
+            r->Send(std::move(resp));
+            r->StartRead(&r->req_);
+          }
+        });
+    for (size_t i = 0; i < n; ++i) {
+      auto answer = [g, i](absl::StatusOr<Millis> valid) { g->Answer(i, std::move(valid)); };
       const std::string& lease = req_.lease_ids(static_cast<int>(i));
       // A lease the caller may not keep alive gets PERMISSION_DENIED in its
       // own entry; the others in the request are served.

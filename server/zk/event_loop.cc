@@ -23,6 +23,8 @@ void CheckOnLoop(bool on_loop, const char* what) {
 
 }  // namespace
 
+thread_local const EventLoop* EventLoop::current_ = nullptr;
+
 EventLoop::EventLoop() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 EventLoop::~EventLoop() {
@@ -32,10 +34,9 @@ EventLoop::~EventLoop() {
 
 void EventLoop::Start(Source* source, const std::string& name) {
   source_ = source;
-  // The thread takes mu_ before it runs anything: loop_id_ is set first.
   absl::MutexLock l(&mu_);
+  started_ = true;
   thread_ = std::thread([this] { Loop(); });
-  loop_id_ = thread_.get_id();
   pthread_setname_np(thread_.native_handle(), name.substr(0, 15).c_str());
 }
 
@@ -49,32 +50,64 @@ void EventLoop::Stop() {
   Wake();
   if (thread_.joinable()) thread_.join();
   absl::MutexLock l(&mu_);
+  joined_ = true;
   timers_.clear();
   timer_index_.clear();
 }
 
 void EventLoop::RunQueued() {
+  {
+    absl::MutexLock l(&mu_);
+    drained_ = true;
+  }
+  RunQueuedHere();
+}
+
+void EventLoop::RunQueuedHere() {
+  {
+    absl::MutexLock l(&mu_);
+    if (running_queued_) return;  // that thread runs ours too
+    running_queued_ = true;
+  }
+  const EventLoop* outer = current_;
+  current_ = this;
   for (;;) {
     std::deque<std::function<void()>> left;
     {
       absl::MutexLock l(&mu_);
       left.swap(queue_);
+      if (left.empty()) {
+        running_queued_ = false;
+        break;
+      }
     }
-    if (left.empty()) return;
     for (auto& fn : left) fn();
   }
+  current_ = outer;
+}
+
+bool EventLoop::OwnedHere() const {
+  if (InLoopThread()) return true;
+  absl::MutexLock l(&mu_);
+  return !drained_ && (!started_ || joined_);
 }
 
 void EventLoop::Post(std::function<void()> fn) {
   bool wake;
+  bool here;
   {
     absl::MutexLock l(&mu_);
     // The loop looks at its queue before it polls: only a sleeping loop
     // needs the eventfd, and only the first of a burst writes it.
     wake = queue_.empty() && !InLoopThread();
     queue_.push_back(std::move(fn));
+    here = drained_ && !running_queued_;
   }
-  if (wake) Wake();
+  if (here) {
+    RunQueuedHere();
+  } else if (wake) {
+    Wake();
+  }
 }
 
 void EventLoop::Wake() {
@@ -134,7 +167,7 @@ void EventLoop::RunDueTimers() {
 }
 
 void EventLoop::Loop() {
-  { absl::MutexLock l(&mu_); }  // Start has set loop_id_
+  current_ = this;
   std::deque<std::function<void()>> work;
   for (;;) {
     {

@@ -9,10 +9,16 @@
 // (wait timeouts, leases, suspensions, heartbeats) of the shard on that
 // session, so a timer that fires needs no hop to another thread.
 //
-// Threading: Post, Wake, Schedule and Cancel from any thread (the engine's
-// entry points still run on gRPC's thread and schedule from there).
-// Everything a Source does runs on the loop thread only. Stop from any
-// thread but the loop's.
+// Threading: Post, Wake, Schedule and Cancel from any thread. Everything
+// a Source does runs on the loop thread only. Stop from any thread but the
+// loop's.
+//
+// After Stop and RunQueued the loop has no thread, but work posted to it
+// still runs exactly once, in order, one at a time: on the posting thread,
+// or on the thread already running the loop's queue. So what is the loop's alone (a
+// shard's state) stays single-threaded through a shutdown, and a late call
+// is still answered. InLoopThread is true on whichever thread runs the
+// loop's work.
 //
 // Locks: mu_ (the posted work and the timers) is a leaf; it is never held
 // while work, timers or the source run.
@@ -67,6 +73,7 @@ class EventLoop {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   // After Stop, on the caller's thread: runs the queued work (which may
   // queue more) until none is left. Each posted function runs exactly once.
+  // From then on, Post runs work on the caller's thread (see above).
   void RunQueued() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Queues `fn`; from another thread, wakes the loop if it may be asleep.
@@ -87,10 +94,22 @@ class EventLoop {
   // Timers scheduled and not yet run or cancelled (tests: nothing leaks).
   size_t timers() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  bool InLoopThread() const { return std::this_thread::get_id() == loop_id_; }
+  // Whether this thread runs the loop's work now: the loop's thread, or
+  // after Stop the thread running its queue.
+  bool InLoopThread() const { return current_ == this; }
+  // Whether work of this loop may run here without a hop: on the thread
+  // running its work, or when none will (not started, or stopped and
+  // RunQueued not called yet: then what it posts stays queued). After
+  // RunQueued, work runs in place only through Post (which queues what it
+  // posts behind it). For checks: a caller off the loop while it runs is a
+  // race.
+  bool OwnedHere() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Loop();
+  // Runs the queue on this thread until it is empty, unless another
+  // thread already does (it runs ours too).
+  void RunQueuedHere() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the timers that are due.
   void RunDueTimers() ABSL_LOCKS_EXCLUDED(mu_);
   // Milliseconds until the earliest timer (-1: none).
@@ -99,11 +118,16 @@ class EventLoop {
   Source* source_ = nullptr;
   int wake_fd_ = -1;
   std::thread thread_;
-  std::thread::id loop_id_;  // set before the thread starts running work
+  // The loop whose work this thread runs now (null: none).
+  static thread_local const EventLoop* current_;
 
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool drained_ ABSL_GUARDED_BY(mu_) = false;  // RunQueued ran: Post runs work in place
+  bool running_queued_ ABSL_GUARDED_BY(mu_) = false;  // a thread runs the queue after Stop
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;  // Stop joined the thread
   std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_
       ABSL_GUARDED_BY(mu_);
   std::map<TimerId, Clock::time_point> timer_index_ ABSL_GUARDED_BY(mu_);

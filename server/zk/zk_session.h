@@ -203,10 +203,11 @@ class ZkSession {
   // The negotiated session timeout (the requested one before connecting).
   virtual std::chrono::milliseconds session_timeout() const = 0;
   virtual SessionCredentials credentials() const = 0;
-  // The loop this session's callbacks run on, where its user may run
-  // timers too (event_loop.h: Schedule and Cancel from any thread); null
-  // for a session without one (test doubles). Stopped by Close.
-  virtual EventLoop* loop() { return nullptr; }
+  // The loop every callback, watcher and session event of this session
+  // runs on (test doubles too), where its user runs its own work and timers
+  // (event_loop.h): the engine's shard of this session lives there. Stopped
+  // by Close; work posted after that still runs, in place.
+  virtual EventLoop* loop() = 0;
 
   uint64_t call_count(ZkOp op) const { return calls_[static_cast<int>(op)].load(); }
   uint64_t watch_events() const { return watch_events_.load(); }
