@@ -84,7 +84,12 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
         label_prefixes_(std::move(label_prefixes)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<LockLoad> loads = engine_->LockLoads();
+    std::vector<LockLoad> loads;
+    {
+      // Scrapes may come at once; the loads' cache takes one at a time.
+      absl::MutexLock l(&loads_mu_);
+      loads = engine_->LockLoads(&loads_cache_);
+    }
     // First come first served: earlier contenders claim labels first.
     std::sort(loads.begin(), loads.end(),
               [](const LockLoad& a, const LockLoad& b) { return a.first_id < b.first_id; });
@@ -224,6 +229,10 @@ class Metrics::LiveCollector final : public prometheus::Collectable {
   const std::optional<std::vector<std::string>> label_prefixes_;
   mutable absl::Mutex mu_;  // a leaf
   mutable std::set<std::string> labeled_ ABSL_GUARDED_BY(mu_);
+  // The loads as last read (LockEngine::LockLoads); held across the read,
+  // so that two scrapes apply the shards' changes in the order read.
+  mutable absl::Mutex loads_mu_;
+  mutable LockEngine::LoadsCache loads_cache_ ABSL_GUARDED_BY(loads_mu_);
 };
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const MetricsOptions& options,

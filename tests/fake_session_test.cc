@@ -1306,6 +1306,29 @@ TEST(EngineShardDeathTest, AShardRefusesWhatBelongsToAnother) {
   EXPECT_DEATH(shard.Open(p, nullptr).IgnoreError(), "belongs to shard 1, not 0");
 }
 
+// A shard lives on its session's loop (issue 39): its state has no lock,
+// so with checks on a section opened on any other thread while the loop
+// runs aborts. Entry points post to the loop; LocalGrantUnixMs, which the
+// observers call from the same loop, opens its section in place, so a call
+// from this thread is the race the check must catch.
+TEST(EngineShardDeathTest, AShardEnteredOffItsLoopAborts) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  FakeZkServer server;
+  FakeZkSession zk(&server);  // its loop runs on a thread of its own
+  std::atomic<uint64_t> ids{0};
+  EngineOptions options;
+  options.root = kRoot;
+  options.check_invariants = true;
+  EngineShard shard(&zk, 0, 1, &ids, zk.loop(), options);
+  EXPECT_DEATH(shard.LocalGrantUnixMs(std::string(kRoot) + "/lock/node"),
+               "shard 0 entered off its loop");
+  // On the loop the same call is fine.
+  int64_t granted = -1;
+  zk.loop()->RunAndWait(
+      [&] { granted = shard.LocalGrantUnixMs(std::string(kRoot) + "/lock/node"); });
+  EXPECT_EQ(granted, 0) << "no contender holds that node";
+}
+
 // Issue 39 (batched creates, decision 2): a replica whose session's loop
 // the test can hold busy, so that the creates the engine queues for its
 // next turn pile up and leave together.

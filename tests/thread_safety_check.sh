@@ -66,9 +66,9 @@ grep -q "requires holding mutex" "$tmp/unguarded.err" || {
 }
 
 # 1b. Lock order is checked too (-Wthread-safety-beta: ACQUIRED_BEFORE and
-# ACQUIRED_AFTER, also across classes, as EngineShard's loads_mu_ and
-# deliver_mu_ before its mu_): taking two locks against their declared
-# order must be rejected.
+# ACQUIRED_AFTER, also across classes, as the certificate and policy
+# reloaders' reload_mu_ before their mu_): taking two locks against their
+# declared order must be rejected.
 cat >"$tmp/order.cc" <<'EOF'
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"

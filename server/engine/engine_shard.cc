@@ -99,7 +99,7 @@ void EngineShard::OpenOnLoop(uint64_t id, AcquireParams p, const std::string& se
           count_ == 1 ? std::string("replica has no ZooKeeper session")
                       : absl::StrCat("replica has no ZooKeeper session for this lock "
                                      "(session ", index_, " of ", count_, ")")));
-    } else if (size_t n = locks_[segment].ids.size(); n >= lim.max_contenders_per_lock) {
+    } else if (size_t n = LocalContenders(segment); n >= lim.max_contenders_per_lock) {
       refuse(absl::ResourceExhaustedError(absl::StrCat(
           "lock \"", p.name, "\" has ", n, " contenders; the limit is ",
           lim.max_contenders_per_lock)));
@@ -123,6 +123,11 @@ void EngineShard::OpenOnLoop(uint64_t id, AcquireParams p, const std::string& se
     }
   }
   Deliver();
+}
+
+size_t EngineShard::LocalContenders(const std::string& segment) const {
+  auto it = locks_.find(segment);
+  return it == locks_.end() ? 0 : it->second.ids.size();
 }
 
 void EngineShard::Admit(uint64_t id, AcquireParams p, const std::string& segment,

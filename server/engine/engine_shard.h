@@ -62,7 +62,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/session_slot.h"
 #include "server/engine/write_batcher.h"
@@ -124,7 +123,10 @@ class EngineShard {
   // stats(), in a section.
   EngineStats Stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Appends this shard's loads to `out`.
-  void LockLoads(std::vector<LockLoad>* out) ABSL_LOCKS_EXCLUDED(loop_role_, loads_mu_);
+  // Applies the changes since the last call to `published` (the caller's:
+  // LockEngine::LoadsCache), then appends it to `out`.
+  void LockLoads(std::map<std::string, LockLoad>* published, std::vector<LockLoad>* out)
+      ABSL_LOCKS_EXCLUDED(loop_role_);
   void SetObserver(EngineObserver* observer) { observer_ = observer; }
   // `listener` gets this shard's index.
   void AddSessionListener(std::function<void(size_t index, SessionEvent)> listener);
@@ -163,6 +165,10 @@ class EngineShard {
   // Open's work on the loop: refuses through the sink, or admits.
   void OpenOnLoop(uint64_t id, AcquireParams p, const std::string& segment,
                   std::shared_ptr<ContenderSink> sink) ABSL_LOCKS_EXCLUDED(loop_role_);
+  // This replica's contenders of the lock (a lock with none has no state:
+  // a refusal leaves none behind).
+  size_t LocalContenders(const std::string& segment) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void Admit(uint64_t id, AcquireParams p, const std::string& segment, SessionSlot* slot,
              size_t path_bytes, std::shared_ptr<ContenderSink> sink)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
@@ -421,8 +427,6 @@ class EngineShard {
   // on its own thread; the loop reads only the locks that changed. Held by
   // a scrape across its wait for the loop, so two scrapes apply their
   // changes in the order the loop read them (the loop never takes it).
-  absl::Mutex loads_mu_;
-  std::map<std::string, LockLoad> published_loads_ ABSL_GUARDED_BY(loads_mu_);
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
   // Creates and plain deletes waiting for the loop's next turn, and
   // whether that turn is posted (engine_shard_batch.cc).

@@ -3,10 +3,11 @@
 //
 // A scrape must not stall grants. Counting 20,000 waiters under the
 // engine's lock took milliseconds, every scrape, while every grant waited
-// for the lock; so each lock's load is kept as its contenders change
+// for it; so each lock's load is kept as its contenders change
 // (every change of state or stream goes through SetState and Retally), and
 // LockLoads reads under the lock only the locks that changed since the
-// previous call. The copy a scrape returns is made under a lock of its own.
+// previous call, on the shard's loop. The copy a scrape returns is the
+// caller's (LockEngine::LoadsCache).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,11 @@ void EngineShard::Retally(Contender* c, bool gone) {
   const Tally now = TallyOf(*c, gone);
   if (now == c->tally) return;
   auto it = locks_.find(c->segment);
+  if (checks_ && (it == locks_.end() || it->second.ids.count(c->id) == 0)) {
+    Die(absl::StrCat("contender ", c->id, " of lock \"", c->params.name, "\" (state ",
+                     static_cast<int>(c->state), ") changed its count while its lock ",
+                     it == locks_.end() ? "has no state" : "does not list it"));
+  }
   if (it != locks_.end()) {
     LockState& lock = it->second;
     if (c->tally == Tally::kHolder) --lock.holders;
@@ -103,9 +109,23 @@ void EngineShard::CheckLoads() const {
     if (lock.holders != want.holders || lock.waiters != want.waiters ||
         (it != counted.end() && (lock.name != want.name || *lock.ids.begin() != want.first_id ||
                                  lock.max_holders < want.max_holders))) {
+      // Each contender of the lock as the tally saw it and as it is now.
+      std::string each;
+      for (uint64_t id : lock.ids) {
+        auto c = contenders_.find(id);
+        if (c == contenders_.end()) {
+          absl::StrAppend(&each, " [", id, " not found]");
+          continue;
+        }
+        const Contender& k = *c->second;
+        absl::StrAppend(&each, " [", id, " state=", static_cast<int>(k.state),
+                        " announced=", k.announced, " sink=", k.sink != nullptr,
+                        " kept=", static_cast<int>(k.tally),
+                        " now=", static_cast<int>(TallyOf(k, false)), "]");
+      }
       Die(absl::StrCat("lock \"", lock.name, "\": kept holders=", lock.holders,
                        " waiters=", lock.waiters, ", counted holders=", want.holders,
-                       " waiters=", want.waiters, " (name \"", want.name, "\")"));
+                       " waiters=", want.waiters, " (name \"", want.name, "\");", each));
     }
   }
   if (holders != holders_) {
@@ -124,12 +144,10 @@ void EngineShard::CheckLoads() const {
   }
 }
 
-void EngineShard::LockLoads(std::vector<LockLoad>* out) {
-  // The loop reads only the locks whose load changed; this thread keeps
+void EngineShard::LockLoads(std::map<std::string, LockLoad>* published,
+                            std::vector<LockLoad>* out) {
+  // The loop reads only the locks whose load changed; the caller keeps
   // the published copy and hands out the whole.
-  // Held across the loop's read, so that two scrapes apply in the order
-  // the loop read them (the loop never takes it).
-  absl::MutexLock published(&loads_mu_);
   std::vector<std::pair<std::string, std::optional<LockLoad>>> changed;
   RunOnLoopAndWait([this, &changed] {
     OnLoop l(this);
@@ -153,12 +171,12 @@ void EngineShard::LockLoads(std::vector<LockLoad>* out) {
   });
   for (auto& [segment, load] : changed) {
     if (load) {
-      published_loads_[segment] = std::move(*load);
+      (*published)[segment] = std::move(*load);
     } else {
-      published_loads_.erase(segment);
+      published->erase(segment);
     }
   }
-  for (const auto& [segment, load] : published_loads_) out->push_back(load);
+  for (const auto& [segment, load] : *published) out->push_back(load);
 }
 
 EngineStats EngineShard::stats() const {

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 
@@ -42,22 +41,10 @@ EngineShard::OnLoop::OnLoop(const EngineShard* shard) : outer_(in_section) {
 
 EngineShard::OnLoop::~OnLoop() { in_section = outer_; }
 
-void EngineShard::RunOnLoop(std::function<void()> fn) const {
-  if (loop_->OwnedHere()) {  // on the loop, or no thread runs it
-    fn();
-  } else {
-    loop_->Post(std::move(fn));
-  }
-}
+void EngineShard::RunOnLoop(std::function<void()> fn) const { loop_->Run(std::move(fn)); }
 
 void EngineShard::RunOnLoopAndWait(std::function<void()> fn) const {
-  if (loop_->OwnedHere()) return fn();
-  auto done = std::make_shared<absl::Notification>();
-  loop_->Post([fn = std::move(fn), done] {
-    fn();
-    done->Notify();
-  });
-  done->WaitForNotification();
+  loop_->RunAndWait(std::move(fn));
 }
 
 void EngineShard::CheckMine(const std::string& segment) const {

@@ -42,30 +42,37 @@ const char* AcquireResultName(AcquireResult r) {
 LockEngine::LockEngine(std::vector<ZkSession*> sessions, EngineOptions options)
     : options_(std::move(options)), sessions_(std::move(sessions)) {
   for (size_t i = 0; i < sessions_.size(); ++i) loops_.push_back(sessions_[i]->loop());
-  {
-    absl::MutexLock l(&serving_mu_);
-    shard_serving_.assign(sessions_.size(), false);
-  }
+  shard_serving_.assign(sessions_.size(), false);
   for (size_t i = 0; i < sessions_.size(); ++i) {
     shards_.push_back(std::make_unique<EngineShard>(sessions_[i], i, sessions_.size(), &next_id_,
                                                     loops_[i], options_));
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
+    // From shard i's loop, in the order of its changes: the pool's state
+    // lives on the first shard's loop, where the changes of every shard
+    // are applied one at a time, in the order they arrive.
     shards_[i]->SetServingListener([this, i](bool serving) {
-      absl::MutexLock l(&serving_mu_);
-      shard_serving_[i] = serving;
-      const bool now = std::all_of(shard_serving_.begin(), shard_serving_.end(),
-                                   [](bool s) { return s; });
-      if (now == last_serving_) return;
-      last_serving_ = now;
-      if (serving_listener_) serving_listener_(now);
+      loops_[0]->Run([this, i, serving] { OnShardServing(i, serving); });
     });
   }
 }
 
+void LockEngine::OnShardServing(size_t index, bool serving) {
+  shard_serving_[index] = serving;
+  const bool now = std::all_of(shard_serving_.begin(), shard_serving_.end(),
+                               [](bool s) { return s; });
+  if (now == last_serving_) return;
+  last_serving_ = now;
+  if (serving_listener_) serving_listener_(now);
+}
+
 // Each shard is destroyed on its loop if that still runs (EngineShard's
-// destructor), so nothing of it runs after.
-LockEngine::~LockEngine() = default;
+// destructor), so nothing of it runs after; then the serving reports they
+// posted to the first shard's loop have run before the engine goes.
+LockEngine::~LockEngine() {
+  shards_.clear();
+  loops_[0]->RunAndWait([] {});
+}
 
 bool LockEngine::AwaitLoops(std::chrono::milliseconds timeout) const {
   auto left = std::make_shared<std::atomic<size_t>>(loops_.size());
@@ -86,6 +93,8 @@ size_t LockEngine::pending_timers() const {
 
 void LockEngine::Quiesce() {
   for (auto& shard : shards_) shard->Quiesce();
+  // No shard reports any more; those already posted run first.
+  loops_[0]->RunAndWait([this] { serving_listener_ = nullptr; });
 }
 
 EngineShard& LockEngine::ShardOfSegment(const std::string& segment) const {
@@ -176,9 +185,10 @@ bool LockEngine::serving() const {
 }
 
 void LockEngine::SetServingListener(std::function<void(bool)> listener) {
-  absl::MutexLock l(&serving_mu_);
-  serving_listener_ = std::move(listener);
-  if (serving_listener_) serving_listener_(last_serving_);
+  loops_[0]->RunAndWait([this, &listener] {
+    serving_listener_ = std::move(listener);
+    if (serving_listener_) serving_listener_(last_serving_);
+  });
 }
 
 EngineStats LockEngine::stats() const {
@@ -187,9 +197,10 @@ EngineStats LockEngine::stats() const {
   return total;
 }
 
-std::vector<LockLoad> LockEngine::LockLoads() {
+std::vector<LockLoad> LockEngine::LockLoads(LoadsCache* cache) {
+  cache->shards.resize(shards_.size());
   std::vector<LockLoad> out;
-  for (auto& shard : shards_) shard->LockLoads(&out);
+  for (size_t i = 0; i < shards_.size(); ++i) shards_[i]->LockLoads(&cache->shards[i], &out);
   return out;
 }
 

@@ -8,13 +8,14 @@
 //
 // Shards: each session of the pool has its own EngineShard (engine_shard.h),
 // which owns the locks that live on that session (SessionIndexFor their
-// name; see session_slot.h), their contenders, counters and delivery, under
-// a mutex of its own. LockEngine only routes: a call naming a lock goes to
-// the lock's shard, one naming a contender id to the shard the id encodes,
-// one naming a lease to its lock's shard; stats, loads, drain and serving
-// gather from every shard. No call holds two shards' locks, so a session
-// that is suspended, reconnecting or busy delays only its own locks. Events
-// reach sinks outside every lock, in the order each shard produced them.
+// name; see session_slot.h), their contenders, counters and delivery, and
+// lives on that session's loop: no lock. LockEngine only routes: a call
+// naming a lock goes to the lock's shard, one naming a contender id to the
+// shard the id encodes, one naming a lease to its lock's shard; stats,
+// loads, drain and serving gather from every shard. No call waits for two
+// shards at once, so a session that is suspended, reconnecting or busy
+// delays only its own locks. Events reach sinks on their shard's loop,
+// between its work, in the order the shard produced them.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_ENGINE_H_
 
@@ -34,7 +35,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "server/zk/zk_session.h"
@@ -393,17 +393,24 @@ class LockEngine {
   // `name`.
   size_t session_count() const { return sessions_.size(); }
   size_t SessionIndexOf(const std::string& name) const;
-  // Called (from a shard's loop, between its work, in order) whenever
-  // serving() changes.
-  void SetServingListener(std::function<void(bool)> listener) ABSL_LOCKS_EXCLUDED(serving_mu_);
+  // Called (on the first shard's loop, one call at a time, in the order of
+  // the changes) whenever serving() changes, and once with the state now
+  // before this returns.
+  void SetServingListener(std::function<void(bool)> listener);
   // The shards' counters, summed.
   EngineStats stats() const;
   // Per-lock waiters and holders of this replica, exact at the call for
   // each shard. Each lock's load is kept as its contenders change; on a
   // shard's loop the call reads only the locks that changed since the
   // previous call (the caller waits for that), so a scrape costs grants
-  // nothing however many contenders wait.
-  std::vector<LockLoad> LockLoads();
+  // nothing however many contenders wait. The rest comes from `cache`,
+  // which holds the loads as last read: the caller's, one per engine (each
+  // call takes the shards' marks of what changed), passed to one call at a
+  // time (the engine has no lock for it).
+  struct LoadsCache {
+    std::vector<std::map<std::string, LockLoad>> shards;  // by segment
+  };
+  std::vector<LockLoad> LockLoads(LoadsCache* cache);
   // Set before the first Open; `observer` must outlive the engine's use and
   // take calls from several shards at once.
   void SetObserver(EngineObserver* observer);
@@ -440,16 +447,16 @@ class LockEngine {
   std::vector<EventLoop*> loops_;
   std::atomic<uint64_t> next_id_{0};  // the shards' contender ids (arrival order)
 
-  // The pool serves when every shard does. Held while the listener runs,
-  // so its calls keep the order of the changes (shards report from their
-  // own loops); taken outside every shard's work.
-  mutable absl::Mutex serving_mu_;
-  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(serving_mu_);
-  std::vector<bool> shard_serving_ ABSL_GUARDED_BY(serving_mu_);
-  bool last_serving_ ABSL_GUARDED_BY(serving_mu_) = false;
+  // The pool serves when every shard does. The shards report from their
+  // own loops; their reports, the listener and these are the first
+  // shard's loop's alone (no lock), so its calls keep the changes' order.
+  void OnShardServing(size_t index, bool serving);
+  std::function<void(bool)> serving_listener_;
+  std::vector<bool> shard_serving_;
+  bool last_serving_ = false;
 
   // One per session, fixed. Last: destroyed first, while what their
-  // listeners reach (serving_mu_, next_id_) still exists.
+  // listeners reach (the pool's serving state, next_id_) still exists.
   std::vector<std::unique_ptr<EngineShard>> shards_;
 };
 

@@ -1,6 +1,8 @@
 #include "server/engine/lock_observers.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -83,76 +85,109 @@ void RunAll(std::vector<std::function<void()>>* later) {
 
 }  // namespace
 
-ShardObservers::ShardObservers(LockEngine* engine, size_t index) : engine_(engine), index_(index) {
+ShardObservers::ShardObservers(LockEngine* engine, size_t index)
+    : engine_(engine),
+      index_(index),
+      loop_(engine->session(index)->loop()),
+      checks_(engine->options().check_invariants) {
   engine_->AddSessionListener([this](size_t index, SessionEvent e) {
     if (index == index_) OnSessionEvent(index, e);
   });
 }
 
+ShardObservers::OnLoop::OnLoop(const ShardObservers* o) {
+  if (o->checks_ && !o->loop_->OwnedHere()) {
+    std::fprintf(stderr, "turnstile observers: shard %zu's observers entered off its loop\n",
+                 o->index_);
+    std::abort();
+  }
+}
+
 absl::StatusOr<uint64_t> ShardObservers::Start(const std::string& name,
                                               std::shared_ptr<ObserveSink> sink) {
   if (absl::Status s = ValidateLockName(name); !s.ok()) return s;
-  const std::string segment = EncodeLockName(name);
-  std::vector<std::function<void()>> later;
-  uint64_t id = 0;
-  {
-    absl::MutexLock l(&mu_);
-    if (draining_) return absl::UnavailableError("replica is draining; observe through another");
-    auto [it, fresh] = locks_.try_emplace(segment);
-    Observed& o = it->second;
-    if (fresh) {
-      o.epoch = ++next_epoch_;
-      o.name = name;
-      o.segment = segment;
-      o.lock_path = engine_->options().root + "/" + segment;
-      o.session = index_;  // LockObservers routed it here by SessionIndexOf
-    }
-    // The first state comes from a read that starts after this call (the
-    // one in flight, if any, may predate a change already complete, e.g.
-    // a release through another replica whose notification is still on
-    // its way): never the cached state. Joining observers cost reads (at
-    // most one in flight and one more per lock), changes do not.
-    const uint64_t after_read = next_id_;  // every read started later has a higher id
-    id = ++next_id_;
-    o.joining.emplace(id, Observed::Joining{sink, after_read});
-    by_id_.emplace(id, segment);
-    Read(&o, &later);
+  if (draining_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("replica is draining; observe through another");
   }
-  RunAll(&later);
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
+  loop_->Run([this, id, name, sink = std::move(sink)] {
+    std::vector<std::function<void()>> later;
+    {
+      OnLoop l(this);
+      Join(id, name, EncodeLockName(name), sink, &later);
+    }
+    RunAll(&later);
+  });
   return id;
 }
 
+void ShardObservers::Join(uint64_t id, const std::string& name, const std::string& segment,
+                          std::shared_ptr<ObserveSink> sink,
+                          std::vector<std::function<void()>>* later) {
+  if (drained_) {
+    // It raced the drain: told to end as every other observer was.
+    later->push_back([sink] { sink->OnDrain(); });
+    return;
+  }
+  auto [it, fresh] = locks_.try_emplace(segment);
+  Observed& o = it->second;
+  if (fresh) {
+    o.epoch = ++next_epoch_;
+    o.name = name;
+    o.segment = segment;
+    o.lock_path = engine_->options().root + "/" + segment;
+    o.session = index_;  // LockObservers routed it here by SessionIndexOf
+  }
+  // The first state comes from a read that starts after this call (the
+  // one in flight, if any, may predate a change already complete, e.g. a
+  // release through another replica whose notification is still on its
+  // way): never the cached state. Joining observers cost reads (at most
+  // one in flight and one more per lock), changes do not. Every read
+  // started from now on has a higher id than after_read.
+  o.joining.emplace(id, Observed::Joining{std::move(sink), next_read_});
+  by_id_.emplace(id, segment);
+  Read(&o, later);
+}
+
 void ShardObservers::Stop(uint64_t id) {
-  absl::MutexLock l(&mu_);
-  auto it = by_id_.find(id);
-  if (it == by_id_.end()) return;
-  const std::string segment = it->second;
-  by_id_.erase(it);
-  auto o = locks_.find(segment);
-  if (o == locks_.end()) return;
-  o->second.sinks.erase(id);
-  o->second.joining.erase(id);
-  MaybeForget(segment);
+  loop_->Run([this, id] {
+    OnLoop l(this);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return;
+    const std::string segment = it->second;
+    by_id_.erase(it);
+    auto o = locks_.find(segment);
+    if (o == locks_.end()) return;
+    o->second.sinks.erase(id);
+    o->second.joining.erase(id);
+    MaybeForget(segment);
+  });
 }
 
 void ShardObservers::Drain() {
-  std::vector<std::shared_ptr<ObserveSink>> sinks;
-  {
-    absl::MutexLock l(&mu_);
-    draining_ = true;
-    for (auto& [segment, o] : locks_) {
-      for (auto& [id, sink] : o.sinks) sinks.push_back(sink);
-      for (auto& [id, j] : o.joining) sinks.push_back(j.sink);
+  draining_.store(true, std::memory_order_release);
+  loop_->RunAndWait([this] {
+    std::vector<std::shared_ptr<ObserveSink>> sinks;
+    {
+      OnLoop l(this);
+      drained_ = true;
+      for (auto& [segment, o] : locks_) {
+        for (auto& [id, sink] : o.sinks) sinks.push_back(sink);
+        for (auto& [id, j] : o.joining) sinks.push_back(j.sink);
+      }
     }
-  }
-  for (auto& s : sinks) s->OnDrain();
+    for (auto& s : sinks) s->OnDrain();
+  });
 }
 
 ObserveStats ShardObservers::stats() const {
-  absl::MutexLock l(&mu_);
-  ObserveStats s = stats_;
-  s.locks = locks_.size();
-  s.observers = by_id_.size();
+  ObserveStats s;
+  loop_->RunAndWait([this, &s] {
+    OnLoop l(this);
+    s = stats_;
+    s.locks = locks_.size();
+    s.observers = by_id_.size();
+  });
   return s;
 }
 
@@ -178,7 +213,7 @@ void ShardObservers::Read(Observed* o, std::vector<std::function<void()>>* later
     o->read_wanted = true;
     return;
   }
-  o->reading = ++next_id_;
+  o->reading = ++next_read_;
   ++stats_.reads;
   ZkSession* zk = engine_->session(o->session);
   const std::string segment = o->segment;
@@ -188,7 +223,7 @@ void ShardObservers::Read(Observed* o, std::vector<std::function<void()>>* later
                                                 const std::vector<std::string>& children,
                                                 const ZkStat&) {
     {
-      absl::MutexLock l(&mu_);
+      OnLoop l(this);
       // The C client keeps the watch only when the read succeeded.
       if (Observed* o = Find(segment, epoch); o != nullptr && arm && code != ZkCode::kOk) {
         o->children_watch = false;
@@ -211,7 +246,7 @@ void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64
                              ZkCode code, const std::vector<std::string>& children) {
   std::vector<std::function<void()>> later;
   {
-    absl::MutexLock l(&mu_);
+    OnLoop l(this);
     Observed* o = Find(segment, epoch);
     if (o == nullptr || o->reading != read) return;
     if (code == ZkCode::kNoNode) {
@@ -225,7 +260,7 @@ void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64
             [this, segment, epoch](ZkCode code, const ZkStat&) {
               std::vector<std::function<void()>> later;
               {
-                absl::MutexLock l(&mu_);
+                OnLoop l(this);
                 Observed* o = Find(segment, epoch);
                 if (o == nullptr) return;
                 if (code != ZkCode::kOk && code != ZkCode::kNoNode) o->exists_watch = false;
@@ -256,7 +291,7 @@ void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64
       auto view = std::make_shared<LockQueue>();
       view->ReplaceWith(children, [](const std::string&) { return uint64_t{0}; },
                         [](const LockQueue::Entry&) { return false; });
-      // Guarded by mu_, which every callback that touches it holds.
+      // The loop's, as every callback that touches it runs there.
       struct Gather {
         size_t left = 0;
         std::vector<std::optional<ContenderView>> holders;
@@ -277,7 +312,7 @@ void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64
       g->holders.resize(g->nodes.size());
       g->left = g->nodes.size();
       auto complete = [this, segment, epoch, read, g, view, contenders]()
-                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) {
         std::vector<std::function<void()>> later;
         Observed* o = Find(segment, epoch);
         if (o == nullptr || o->reading != read) return later;
@@ -340,7 +375,7 @@ void ShardObservers::OnListed(const std::string& segment, uint64_t epoch, uint64
                           ZkCode code, const std::string& data, const ZkStat& stat) {
                         std::vector<std::function<void()>> later;
                         {
-                          absl::MutexLock l(&mu_);
+                          OnLoop l(this);
                           Observed* o = Find(segment, epoch);
                           if (o != nullptr && arm && code != ZkCode::kOk) {
                             o->data_watched.erase(node);
@@ -412,7 +447,7 @@ void ShardObservers::OnWatch(const std::string& segment, uint64_t epoch, int whi
                             const std::string& node) {
   std::vector<std::function<void()>> later;
   {
-    absl::MutexLock l(&mu_);
+    OnLoop l(this);
     Observed* o = Find(segment, epoch);
     if (o == nullptr) return;
     ++stats_.watch_events;
@@ -431,7 +466,7 @@ void ShardObservers::OnWatch(const std::string& segment, uint64_t epoch, int whi
 void ShardObservers::OnSessionEvent(size_t index, SessionEvent e) {
   std::vector<std::function<void()>> later;
   {
-    absl::MutexLock l(&mu_);
+    OnLoop l(this);
     std::vector<std::string> forget;
     for (auto& [segment, o] : locks_) {
       if (o.session != index) continue;

@@ -26,15 +26,21 @@
 // LockEngine::SessionIndexOf), each with its own lock; LockObservers only
 // routes. No lock spans shards.
 //
-// Lock order: a ShardObservers' mu_ -> that session's work queue and watch
-// registry. LocalGrantUnixMs, called under mu_, is a section of the engine
-// shard (its reads' answers run on the shard's loop), which takes no lock.
-// The engine calls OnSessionEvent between its work. Sinks are called with
-// no lock held.
+// Threads: a ShardObservers lives on its shard's loop (the session's,
+// server/zk/event_loop.h), as the engine shard does. Start, Stop, Drain
+// and stats post their work there (Drain and stats wait for it); the
+// session's replies, watches and events run there already. So its state
+// has one thread and no lock: -Wthread-safety checks it against the
+// capability loop_role_ (no lock, the fact "this runs on the loop"), and
+// with the engine's checks on a section opened off the loop aborts.
+// LocalGrantUnixMs, called in a section, is a section of the engine shard
+// on the same loop. Sinks are called after the section that queued them.
 #ifndef TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
 #define TURNSTILE_SERVER_ENGINE_LOCK_OBSERVERS_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -44,8 +50,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "server/engine/lock_engine.h"
+#include "server/zk/event_loop.h"
 
 namespace turnstile {
 
@@ -63,8 +69,8 @@ struct LockSnapshot {
 class ObserveSink {
  public:
   virtual ~ObserveSink() = default;
-  // Called outside the hub's lock; may be called concurrently and out of
-  // order from different threads: keep the highest version.
+  // Called on the lock's shard loop, between its work; states of one lock
+  // come in order, but keep the highest version all the same.
   virtual void OnState(std::shared_ptr<const LockSnapshot> state) = 0;
   // The replica drains: end the stream (UNAVAILABLE).
   virtual void OnDrain() = 0;
@@ -91,12 +97,15 @@ class ShardObservers {
   // while draining). The sink's first state comes from a read of the lock
   // started after this call (never a cached one from before), then one
   // after every change. Returns the id for Stop.
+  // From any thread; the observer joins on the loop.
   absl::StatusOr<uint64_t> Start(const std::string& name, std::shared_ptr<ObserveSink> sink)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void Stop(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  // SIGTERM: every observer is told to end; new ones are refused.
-  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
-  ObserveStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(loop_role_);
+  void Stop(uint64_t id) ABSL_LOCKS_EXCLUDED(loop_role_);
+  // SIGTERM: every observer is told to end; new ones are refused (one that
+  // raced the drain is told to end as it joins). Returns once told.
+  void Drain() ABSL_LOCKS_EXCLUDED(loop_role_);
+  // Waits for the loop.
+  ObserveStats stats() const ABSL_LOCKS_EXCLUDED(loop_role_);
 
  private:
   struct Observed {
@@ -122,35 +131,55 @@ class ShardObservers {
     std::map<std::string, int64_t> seen_granted;
   };
 
-  void OnSessionEvent(size_t index, SessionEvent e) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnSessionEvent(size_t index, SessionEvent e) ABSL_LOCKS_EXCLUDED(loop_role_);
   // Reads the lock unless a read is in flight (then once more after it).
   void Read(Observed* o, std::vector<std::function<void()>>* later)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnListed(const std::string& segment, uint64_t epoch, uint64_t read, ZkCode code,
-                const std::vector<std::string>& children) ABSL_LOCKS_EXCLUDED(mu_);
+                const std::vector<std::string>& children) ABSL_LOCKS_EXCLUDED(loop_role_);
   void OnWatch(const std::string& segment, uint64_t epoch, int which, const std::string& node)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(loop_role_);
   void Publish(Observed* o, std::shared_ptr<LockSnapshot> s,
-               std::vector<std::function<void()>>* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+               std::vector<std::function<void()>>* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void FinishRead(Observed* o, std::vector<std::function<void()>>* later)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Observers, joining ones included.
   static bool Watched(const Observed& o) { return !o.sinks.empty() || !o.joining.empty(); }
   // Drops an entry with no observers and no watch armed.
-  void MaybeForget(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Observed* Find(const std::string& segment, uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeForget(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  Observed* Find(const std::string& segment, uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+
+  // The capability of running on the shard's loop (as the engine shard's:
+  // engine_shard.h): nothing is locked.
+  class ABSL_LOCKABLE LoopRole {};
+  // A section on the loop; with checks on, aborts off it.
+  class ABSL_SCOPED_LOCKABLE OnLoop {
+   public:
+    explicit OnLoop(const ShardObservers* o) ABSL_EXCLUSIVE_LOCK_FUNCTION(o->loop_role_);
+    ~OnLoop() ABSL_UNLOCK_FUNCTION() {}
+    OnLoop(const OnLoop&) = delete;
+    OnLoop& operator=(const OnLoop&) = delete;
+  };
+  // Observer `id` joins `name` (Start's work, on the loop).
+  void Join(uint64_t id, const std::string& name, const std::string& segment,
+            std::shared_ptr<ObserveSink> sink, std::vector<std::function<void()>>* later)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
   LockEngine* const engine_;
   const size_t index_;  // its session in the engine's pool
-  mutable absl::Mutex mu_;  // before the engine shard's (see the top)
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  // By segment. An Observed reached through a pointer is guarded by mu_
-  // too: every function that takes one REQUIRES mu_.
-  std::map<std::string, Observed> locks_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<uint64_t, std::string> by_id_ ABSL_GUARDED_BY(mu_);
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  ObserveStats stats_ ABSL_GUARDED_BY(mu_);
+  EventLoop* const loop_;  // that session's
+  const bool checks_;
+  mutable LoopRole loop_role_;
+  std::atomic<uint64_t> next_id_{0};   // observer ids
+  std::atomic<bool> draining_{false};  // Start refuses
+  uint64_t next_read_ ABSL_GUARDED_BY(loop_role_) = 0;  // read ids, increasing
+  uint64_t next_epoch_ ABSL_GUARDED_BY(loop_role_) = 0;
+  // By segment. An Observed reached through a pointer is the loop's too:
+  // every function that takes one REQUIRES loop_role_.
+  std::map<std::string, Observed> locks_ ABSL_GUARDED_BY(loop_role_);
+  std::unordered_map<uint64_t, std::string> by_id_ ABSL_GUARDED_BY(loop_role_);
+  bool drained_ ABSL_GUARDED_BY(loop_role_) = false;  // Drain's work ran
+  ObserveStats stats_ ABSL_GUARDED_BY(loop_role_);
 };
 
 // The Observe RPC's entry: routes each call to the ShardObservers of the

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/synchronization/notification.h"
+
 namespace turnstile {
 
 namespace {
@@ -108,6 +110,24 @@ void EventLoop::Post(std::function<void()> fn) {
   } else if (wake) {
     Wake();
   }
+}
+
+void EventLoop::Run(std::function<void()> fn) {
+  if (OwnedHere()) {
+    fn();
+  } else {
+    Post(std::move(fn));
+  }
+}
+
+void EventLoop::RunAndWait(std::function<void()> fn) {
+  if (OwnedHere()) return fn();
+  absl::Notification done;
+  Post([&fn, &done] {
+    fn();
+    done.Notify();
+  });
+  done.WaitForNotification();
 }
 
 void EventLoop::Wake() {

@@ -78,6 +78,12 @@ class EventLoop {
 
   // Queues `fn`; from another thread, wakes the loop if it may be asleep.
   void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `fn` now if this thread may run the loop's work (OwnedHere), else
+  // posts it: how a user of the loop enters it from any thread.
+  void Run(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
+  // Run, and returns once `fn` has run (so never from work another thread
+  // runs for this loop while it waits on the caller).
+  void RunAndWait(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();
 
   // Runs `fn` on the loop at `when` (or soon after) unless cancelled

@@ -203,23 +203,29 @@ forceSync=no
     def cut(self, kind):
         key = ("r1", "zk")
         if kind == "silent":
-            # r1's side first: that alone cuts r1 off.
+            # r1's side first: that alone cuts r1 off. The cut's time is
+            # taken just before r1's first rule goes in (nothing can react
+            # to the cut before it; after the rule command returns, a
+            # loaded machine may already have delivered the reaction).
             for node, other in (("r1", "zk"), ("zk", "r1")):
-                self.lab._add_rule(key, node, "NEMESIS-OUT", ["-d", self.lab.ip(other), "-j", "DROP"])
-                self.lab._add_rule(key, node, "NEMESIS-IN", ["-s", self.lab.ip(other), "-j", "DROP"])
                 if node == "r1":
                     t_cut = time.monotonic_ns()
+                self.lab._add_rule(key, node, "NEMESIS-OUT", ["-d", self.lab.ip(other), "-j", "DROP"])
+                self.lab._add_rule(key, node, "NEMESIS-IN", ["-s", self.lab.ip(other), "-j", "DROP"])
         else:
             # Each side answers every TCP segment from the other with a
             # reset, and lets the other's resets in. (A REJECT in OUTPUT
             # would not do: its reset, made for the local sender, was not
             # taken by the local socket here.)
+            # The cut's time: just before r1's rule, as above (a reset
+            # cut's SUSPENDED came 4-8 ms before the time taken after the
+            # rule command returned, on a loaded machine).
             for node, other in (("r1", "zk"), ("zk", "r1")):
+                if node == "r1":
+                    t_cut = time.monotonic_ns()
                 self.lab._add_rule(key, node, "NEMESIS-IN",
                                    ["-s", self.lab.ip(other), "-p", "tcp", "!", "--tcp-flags",
                                     "RST", "RST", "-j", "REJECT", "--reject-with", "tcp-reset"])
-                if node == "r1":
-                    t_cut = time.monotonic_ns()
         return t_cut
 
     def heal(self):
