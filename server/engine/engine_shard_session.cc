@@ -472,7 +472,15 @@ void EngineShard::SendHeartbeat(SessionSlot* slot) {
       if (shut_down_ || epoch != slot->epoch) return;
       slot->heartbeat_in_flight = false;
       if (code == ZkCode::kOk) {
-        slot->heartbeat_rtt = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+        // A sync answered while the slot is in doubt was outstanding
+        // through the doubt (a silent cut that healed): its wait measures
+        // the cut, not the round trip, and would shrink the next safe time
+        // and delay the next doubt by as much. The round trip stays the
+        // last one measured outside doubt; the contact still dates from
+        // the send.
+        if (!slot->in_doubt) {
+          slot->heartbeat_rtt = std::chrono::duration_cast<Millis>(Clock::now() - t0);
+        }
         if (t0 > slot->last_alive) slot->last_alive = t0;
         OnContact(slot);
         UpdateServing();

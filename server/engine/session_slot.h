@@ -83,7 +83,7 @@ struct SessionSlot {
   // ZooKeeper saw this session alive at or after this time (a read sent
   // then succeeded): its expiry is no earlier than this + session timeout.
   Clock::time_point last_alive{};
-  std::chrono::milliseconds heartbeat_rtt{0};  // the last heartbeat's round trip
+  std::chrono::milliseconds heartbeat_rtt{0};  // the last heartbeat's round trip not through a doubt
   EventLoop::TimerId suspend_timer = 0;
   EventLoop::TimerId heartbeat_timer = 0;
   // Sum of the path lengths this session's contenders may watch.
