@@ -330,6 +330,83 @@ TEST(TcpStallLook, ReusedDescriptorNumberIsANewConnectAttempt) {
             Verdict::kAbandon);
 }
 
+// ---- The session handshake ------------------------------------------------
+
+// A connection a server accepted (its kernel did) whose handshake is never
+// answered: the process behind the port is not serving it, as a ZooKeeper
+// restarted under its clients once did for 13.3 s.
+struct SilentServer {
+  Fd listener = BoundSocket(8);
+  int port = LocalPort(listener.get());
+  Fd Connect() {
+    Fd c = StartConnect(port);
+    EXPECT_TRUE(Ready(c.get(), POLLOUT)) << "the listener never answered the SYN";
+    EXPECT_EQ(Info(c.get()).tcpi_state, TCP_ESTABLISHED);
+    // The handshake request, acknowledged by the kernel, never answered.
+    EXPECT_EQ(write(c.get(), "connect", 7), 7);
+    EXPECT_TRUE(testing::WaitFor([&] { return Info(c.get()).tcpi_unacked == 0; }, kWithin));
+    return c;
+  }
+};
+
+TEST(TcpStallHandshake, PatienceIsASixthOfTheSessionAtLeastHalfASecondAndNoneUntilSet) {
+  TcpStallWatch w([] { return std::string(); });
+  EXPECT_EQ(w.handshake_patience(), milliseconds(0));
+  w.SetSessionTimeout(milliseconds(20000));
+  EXPECT_EQ(w.handshake_patience(), milliseconds(3333));
+  w.SetSessionTimeout(milliseconds(6000));
+  EXPECT_EQ(w.handshake_patience(), milliseconds(1000));
+  w.SetSessionTimeout(milliseconds(1200));
+  EXPECT_EQ(w.handshake_patience(), TcpStallWatch::kMinHandshakePatience);
+}
+
+TEST(TcpStallHandshake, NoSessionTimeoutNeverGivesAHandshakeUp) {
+  SilentServer server;
+  Fd conn = server.Connect();
+  Watch w(Address(server.port));
+  const Looks looks = FollowLooks(w, conn.get(), true, 0, Clock::now(), milliseconds(30000));
+  EXPECT_EQ(looks.last.action, Verdict::kKeep);
+  EXPECT_EQ(looks.at_ms.back(), 30000);
+  EXPECT_EQ(w.probes, 0);
+}
+
+TEST(TcpStallHandshake, AnUnansweredHandshakeIsReconnectedAtPatienceWhichDoublesUntilAnswered) {
+  SilentServer server;
+  Watch w(Address(server.port));
+  w.watch.SetSessionTimeout(milliseconds(6000));  // patience 1 s, at most 4 s
+  Clock::time_point t = Clock::now();
+  for (int64_t patience : {1000, 2000, 4000, 4000}) {
+    Fd conn = server.Connect();
+    const Looks looks = FollowLooks(w, conn.get(), true, 0, t, milliseconds(10000));
+    EXPECT_EQ(looks.last.action, Verdict::kReconnectNow) << patience;
+    EXPECT_EQ(looks.at_ms.back(), patience);
+    EXPECT_NE(looks.last.why.find("not answered in " + std::to_string(patience / 1000) + "s"),
+              std::string::npos)
+        << looks.last.why;
+    EXPECT_EQ(w.probes, 0);  // the path works: no probe needed
+    w.watch.Forget();        // the owner abandons it
+    t += milliseconds(patience);
+  }
+  // Answered (the session connected): back to the start.
+  w.watch.HandshakeDone();
+  EXPECT_EQ(w.watch.handshake_patience(), milliseconds(1000));
+  Fd conn = server.Connect();
+  const Looks looks = FollowLooks(w, conn.get(), true, 0, t, milliseconds(10000));
+  EXPECT_EQ(looks.last.action, Verdict::kReconnectNow);
+  EXPECT_EQ(looks.at_ms.back(), 1000);
+}
+
+TEST(TcpStallHandshake, AConnectedSessionsSlowAnswerIsNeverGivenUp) {
+  SilentServer server;
+  Fd conn = server.Connect();
+  Watch w(Address(server.port));
+  w.watch.SetSessionTimeout(milliseconds(6000));
+  // No handshake pending, a request out for an hour: kept.
+  const Looks looks = FollowLooks(w, conn.get(), false, 1, Clock::now(), milliseconds(3600000));
+  EXPECT_EQ(looks.last.action, Verdict::kKeep);
+  EXPECT_EQ(looks.at_ms.back(), 3600000);
+}
+
 // A connection whose server stops reading: its window closes, the bytes
 // left to send wait on TCP's probe timer, which backs off (200 ms, 400,
 // 800... on loopback): the stall seen in an outage with tcpi_unacked 0.

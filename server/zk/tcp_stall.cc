@@ -65,6 +65,21 @@ TcpStallWatch::Verdict TcpStallWatch::Look(int fd, bool pending, int in_flight,
   if (wait == TcpWait::kNotWaiting) {
     CloseProbe();
     v.look_ms = pending || in_flight > 0 ? static_cast<int>(kLookEvery.count()) : -1;
+    if (pending && ti.tcpi_state == TCP_ESTABLISHED && handshake_patience_.count() > 0) {
+      // Connected, the session handshake not answered yet.
+      if (!handshake_since_) handshake_since_ = now;
+      const Clock::duration waited = now - *handshake_since_;
+      if (waited >= handshake_patience_) {
+        v.action = Verdict::kReconnectNow;
+        v.why = "waits on the session handshake: the server accepted the connection but has "
+                "not answered in " +
+                FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(waited));
+        handshake_patience_ =
+            std::min(handshake_patience_ * 2, std::max(HandshakeBase(), session_timeout_ * 2 / 3));
+        return v;
+      }
+      v.look_ms = std::min(v.look_ms, MsUntil(*handshake_since_ + handshake_patience_, now));
+    }
     return v;
   }
   next_look_ = now + kProbeLook;
@@ -80,8 +95,8 @@ TcpStallWatch::Verdict TcpStallWatch::Look(int fd, bool pending, int in_flight,
               ? std::chrono::duration_cast<std::chrono::milliseconds>(now - since_)
               : std::chrono::milliseconds(ti.tcpi_last_ack_recv);
       v.action = Verdict::kReconnectNow;
-      v.why = std::string(ti.tcpi_state == TCP_SYN_SENT ? "SYN unanswered, sent "
-                                                        : "TCP backing off, last ack ") +
+      v.why = std::string(ti.tcpi_state == TCP_SYN_SENT ? "waits on TCP: SYN unanswered, sent "
+                                                        : "waits on TCP: TCP backing off, last ack ") +
               FormatDuration(ago) + " ago; the server answers a new connection";
       return v;
     }
@@ -111,6 +126,24 @@ void TcpStallWatch::Forget() {
   CloseProbe();
   watched_fd_ = -1;
   watched_port_ = 0;
+  handshake_since_.reset();
+}
+
+std::chrono::milliseconds TcpStallWatch::HandshakeBase() const {
+  if (session_timeout_.count() <= 0) return std::chrono::milliseconds(0);
+  return std::max(kMinHandshakePatience, session_timeout_ / kHandshakeShare);
+}
+
+void TcpStallWatch::SetSessionTimeout(std::chrono::milliseconds timeout) {
+  if (timeout == session_timeout_) return;
+  const bool at_start = handshake_patience_ == HandshakeBase();
+  session_timeout_ = timeout;
+  if (at_start || handshake_patience_.count() == 0) {
+    handshake_patience_ = HandshakeBase();
+  } else {
+    handshake_patience_ = std::min(handshake_patience_,
+                                   std::max(HandshakeBase(), session_timeout_ * 2 / 3));
+  }
 }
 
 void TcpStallWatch::NewAttempt(int fd, int port, Clock::time_point now) {
@@ -118,6 +151,7 @@ void TcpStallWatch::NewAttempt(int fd, int port, Clock::time_point now) {
   watched_fd_ = fd;
   watched_port_ = port;
   since_ = now;
+  handshake_since_.reset();
   CloseProbe();
 }
 

@@ -27,12 +27,27 @@
 // SYN) does not wait for TCP's 3 s retransmission. Measured with
 // tests/nemesis/short_outage.py.
 //
+// The handshake. A server that accepted the connection (its kernel did)
+// but does not answer the session handshake is given up after the
+// handshake patience, and reconnected at once: seen on a ZooKeeper
+// restarted under its clients (a connect that reached the new process
+// while it started got neither an answer nor a close for 13.3 s, the C
+// client's 2/3 of a 20 s session, past the holders' safe time, which
+// were then LOST). The patience starts at kHandshakeShare of the session
+// timeout (at least kMinHandshakePatience) and doubles with each
+// handshake given up in a row, up to the C client's own 2/3, so a server
+// that is merely slow to answer handshakes is not hammered; an answered
+// handshake (HandshakeDone) resets it. The Java client's connect timeout
+// is the session timeout over the number of servers (1/3 for three).
+// Once the session is connected, a slow answer is never a reason to go.
+//
 // Plain sockets, no zookeeper.h. Not thread-safe: one loop's own.
 #ifndef TURNSTILE_SERVER_ZK_TCP_STALL_H_
 #define TURNSTILE_SERVER_ZK_TCP_STALL_H_
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace turnstile {
@@ -44,6 +59,8 @@ class TcpStallWatch {
   static constexpr std::chrono::milliseconds kProbeLook{20};
   static constexpr std::chrono::milliseconds kProbeEvery{100};
   static constexpr std::chrono::milliseconds kConnectPatience{1000};
+  static constexpr std::chrono::milliseconds kMinHandshakePatience{500};
+  static constexpr int kHandshakeShare = 6;  // patience: session timeout / 6
 
   struct Verdict {
     enum Action { kKeep, kAbandon, kReconnectNow };
@@ -66,6 +83,12 @@ class TcpStallWatch {
   // The connection is gone (abandoned, or closed by its owner): the next
   // socket is a new one, and a running probe is closed.
   void Forget();
+  // The session timeout the handshake patience derives from (until set:
+  // none, a handshake is never given up).
+  void SetSessionTimeout(std::chrono::milliseconds timeout);
+  // The session handshake was answered: the patience is back to its start.
+  void HandshakeDone() { handshake_patience_ = HandshakeBase(); }
+  std::chrono::milliseconds handshake_patience() const { return handshake_patience_; }
 
   // Look's reading of TCP_INFO, before any probe: what the socket waits
   // on, given its tcpi_state and tcpi_backoff and how long ago Look first
@@ -78,11 +101,17 @@ class TcpStallWatch {
   void NewAttempt(int fd, int port, Clock::time_point now);
   void StartProbe(Clock::time_point now);
   void CloseProbe();
+  std::chrono::milliseconds HandshakeBase() const;
 
   std::function<std::string()> current_server_;
   int watched_fd_ = -1;    // the socket Look knows
   int watched_port_ = 0;   // its local port (a reused descriptor number is a new socket)
   Clock::time_point since_{};  // when Look first saw it
+  // When Look first saw it connected with the handshake pending (nullopt:
+  // not yet).
+  std::optional<Clock::time_point> handshake_since_;
+  std::chrono::milliseconds session_timeout_{0};
+  std::chrono::milliseconds handshake_patience_{0};  // 0: never given up
   Clock::time_point next_look_{};
   int probe_fd_ = -1;
   Clock::time_point probe_since_{};  // when the last probe started

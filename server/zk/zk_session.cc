@@ -95,6 +95,7 @@ void ZkClientSession::HandleSessionState(zhandle_t* zh, int state) {
       credentials_.password.assign(id->passwd, sizeof(id->passwd));
     }
     connected_ = true;
+    stall_.HandshakeDone();
     Notify(SessionEvent::kConnected);
   } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
     if (connected_.exchange(false)) Notify(SessionEvent::kDisconnected);

@@ -80,12 +80,13 @@ int ZkClientSession::WatchConnection(int fd) {
     return 0;
   }
   const int state = fd >= 0 ? zoo_state(zh_) : 0;
+  stall_.SetSessionTimeout(session_timeout());
   const TcpStallWatch::Verdict v =
       stall_.Look(fd, state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE,
                   in_flight_, std::chrono::steady_clock::now());
   if (v.action == TcpStallWatch::Verdict::kKeep) return v.look_ms;
   const bool at_once = v.action == TcpStallWatch::Verdict::kReconnectNow;
-  Abandon(fd, at_once, at_once ? v.why.c_str() : nullptr);
+  Abandon(fd, at_once, v.why.empty() ? nullptr : v.why.c_str());
   return 0;
 }
 
@@ -99,7 +100,7 @@ int ZkClientSession::WatchConnection(int fd) {
 // servers, and this one answers.
 void ZkClientSession::Abandon(int fd, bool path_up, const char* why) {
   if (why != nullptr) {
-    std::fprintf(stderr, "turnstile: ZooKeeper connection to %s waits on TCP: %s; reconnecting\n",
+    std::fprintf(stderr, "turnstile: ZooKeeper connection to %s %s; reconnecting\n",
                  zoo_get_current_server(zh_), why);
   }
   struct linger lg {1, 0};
