@@ -11,9 +11,11 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -59,6 +61,59 @@ TEST(EventLoop, PostedWorkRunsOnTheLoopThreadInPostOrder) {
     ASSERT_EQ(seen[t].size(), static_cast<size_t>(kEach));
     for (int i = 0; i < kEach; ++i) ASSERT_EQ(seen[t][i], i) << "poster " << t;
   }
+}
+
+// Run on the loop's thread (as a gRPC callback run inline there calls it)
+// never overtakes work posted before it: an Abandon run in place while its
+// stream's Open waits in the queue would leave the contender behind. With
+// nothing waiting, it runs in place, before Run returns.
+TEST(EventLoop, RunOnTheLoopThreadNeverOvertakesWorkPostedBefore) {
+  EventLoop loop;
+  loop.Start(nullptr);
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto note = [&](const std::string& what) {
+    std::lock_guard<std::mutex> l(mu);
+    order.push_back(what);
+  };
+  absl::Notification open_posted, ran_all;
+  // The earlier work waits in the queue.
+  loop.Post([&] {
+    ASSERT_TRUE(open_posted.WaitForNotificationWithTimeout(kWithin));
+    loop.Run([&] { note("abandon 1"); });
+  });
+  loop.Post([&] {});  // (keeps the next one out of the first batch)
+  loop.Post([&] { note("open 1"); });
+  open_posted.Notify();
+  // The earlier work later in the batch now running.
+  absl::Notification batch_posted;
+  loop.Post([&] { ASSERT_TRUE(batch_posted.WaitForNotificationWithTimeout(kWithin)); });
+  absl::Notification abandoned;
+  loop.Post([&] {
+    loop.Run([&] {
+      note("abandon 2");
+      abandoned.Notify();
+    });
+  });
+  loop.Post([&] { note("open 2"); });
+  batch_posted.Notify();
+  ASSERT_TRUE(abandoned.WaitForNotificationWithTimeout(kWithin));
+  // Nothing waiting: in place.
+  loop.Post([&] {
+    bool ran = false;
+    loop.Run([&] { ran = true; });
+    note(ran ? "in place" : "deferred");
+    ran_all.Notify();
+  });
+  ASSERT_TRUE(ran_all.WaitForNotificationWithTimeout(kWithin));
+  std::lock_guard<std::mutex> l(mu);
+  auto at = [&](const std::string& what) {
+    return std::find(order.begin(), order.end(), what) - order.begin();
+  };
+  ASSERT_EQ(order.size(), 5u);
+  EXPECT_LT(at("open 1"), at("abandon 1"));
+  EXPECT_LT(at("open 2"), at("abandon 2"));
+  EXPECT_EQ(order.back(), "in place");
 }
 
 TEST(EventLoop, TimersRunInDeadlineOrderAndACancelledOneNever) {

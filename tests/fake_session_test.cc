@@ -1451,6 +1451,36 @@ TEST_F(FakeSessionTest, CreatesOfOneLoopTurnGoAsOneMultiWithItsZxidAsEveryToken)
   EXPECT_EQ(static_cast<uint64_t>(stat->czxid), next->fencing_token);
 }
 
+// An Abandon that reaches the shard on its loop's own thread (gRPC may run
+// a stream's callback inline there, while the loop writes to another
+// stream) while that stream's Open still waits in the loop's queue runs
+// after the Open, not in place before it: else the Open would find no
+// Abandon to undo it and leave a contender, holding the lock for good,
+// whose stream is gone.
+TEST_F(FakeSessionTest, AnAbandonOnTheLoopWhileItsOpenWaitsStillEndsTheContender) {
+  HeldLoopReplica r(&server_);
+  StartBatching(server_, r);
+  auto opened = std::make_shared<std::promise<uint64_t>>();
+  auto entered = std::make_shared<std::promise<void>>();
+  auto abandoned = std::make_shared<std::promise<void>>();
+  LockEngine* engine = r.engine.get();
+  r.loop.Post([opened, entered, abandoned, engine] {
+    entered->set_value();
+    const uint64_t id = opened->get_future().get();  // its Open is queued behind us
+    engine->Abandon(id);
+    abandoned->set_value();
+  });
+  entered->get_future().wait();
+  Contender ghost = OpenOn(*r.engine, "inline");
+  opened->set_value(ghost.id);
+  abandoned->get_future().wait();
+  // Nobody else holds it: the next contender is granted.
+  Contender next = OpenOn(*r.engine, "inline");
+  ASSERT_TRUE(next.sink->Await(Type::kAcquired)) << Describe(*next.sink);
+  EXPECT_EQ(ghost.sink->Count(Type::kAcquired), 0) << Describe(*ghost.sink);
+  EXPECT_EQ(Contenders("inline").size(), 1u);
+}
+
 // A multi that fails (one lock's node is missing) applied nothing: it is
 // split and each create resent alone, in order; every contender is granted
 // once, on one node, with its node's czxid as its token.

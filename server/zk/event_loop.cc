@@ -83,7 +83,11 @@ void EventLoop::RunQueuedHere() {
         break;
       }
     }
-    for (auto& fn : left) fn();
+    batch_left_ = left.size();
+    for (auto& fn : left) {
+      --batch_left_;
+      fn();
+    }
   }
   current_ = outer;
 }
@@ -112,8 +116,17 @@ void EventLoop::Post(std::function<void()> fn) {
   }
 }
 
+bool EventLoop::NothingPostedWaits() const {
+  if (batch_left_ > 0) return false;
+  absl::MutexLock l(&mu_);
+  return queue_.empty();
+}
+
 void EventLoop::Run(std::function<void()> fn) {
-  if (OwnedHere()) {
+  // On the loop's thread, in place only when no posted work waits: work
+  // posted before must not be overtaken (an Abandon run in place while its
+  // stream's Open is still queued would leave the contender behind).
+  if (InLoopThread() ? NothingPostedWaits() : OwnedHere()) {
     fn();
   } else {
     Post(std::move(fn));
@@ -195,7 +208,11 @@ void EventLoop::Loop() {
       if (stop_) return;
       work.swap(queue_);
     }
-    for (auto& fn : work) fn();
+    batch_left_ = work.size();
+    for (auto& fn : work) {
+      --batch_left_;
+      fn();
+    }
     work.clear();
     RunDueTimers();
     int timeout_ms = -1;

@@ -78,8 +78,11 @@ class EventLoop {
 
   // Queues `fn`; from another thread, wakes the loop if it may be asleep.
   void Post(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs `fn` now if this thread may run the loop's work (OwnedHere), else
-  // posts it: how a user of the loop enters it from any thread.
+  // Runs `fn` now if this thread may run the loop's work (OwnedHere) and
+  // no work posted before waits to run, else posts it: how a user of the
+  // loop enters it from any thread, in the order of the calls. (On the
+  // loop's thread, e.g. a gRPC callback run inline there, work posted
+  // earlier from another thread still runs first.)
   void Run(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
   // Run, and returns once `fn` has run (so never from work another thread
   // runs for this loop while it waits on the caller).
@@ -118,6 +121,9 @@ class EventLoop {
   void RunQueuedHere() ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the timers that are due.
   void RunDueTimers() ABSL_LOCKS_EXCLUDED(mu_);
+  // On the thread running the loop's work: nothing posted waits to run
+  // (neither in the queue nor later in the batch now running).
+  bool NothingPostedWaits() const ABSL_LOCKS_EXCLUDED(mu_);
   // Milliseconds until the earliest timer (-1: none).
   int UntilFirstTimer(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -126,6 +132,9 @@ class EventLoop {
   std::thread thread_;
   // The loop whose work this thread runs now (null: none).
   static thread_local const EventLoop* current_;
+  // Work of the batch taken from the queue not started yet: the running
+  // thread's own (read only where InLoopThread).
+  size_t batch_left_ = 0;
 
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
