@@ -152,6 +152,11 @@ class FaultySession final : public ZkSession {
   // While set, heartbeats (syncs) get no answer until cleared: the replica
   // is connected to a follower that lost the quorum (it answers reads from
   // its own state, but a sync needs the leader).
+  // When the first sync still hung was made (the epoch if none).
+  std::chrono::steady_clock::time_point FirstHungSyncAt() {
+    std::lock_guard<std::mutex> l(mu_);
+    return hung_syncs_.empty() ? std::chrono::steady_clock::time_point{} : first_hung_at_;
+  }
   void HangSyncs(bool hang) {
     std::vector<VoidCallback> release;
     {
@@ -166,6 +171,7 @@ class FaultySession final : public ZkSession {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (hang_syncs_) {
+        if (hung_syncs_.empty()) first_hung_at_ = std::chrono::steady_clock::now();
         hung_syncs_.push_back(std::move(done));
         return;
       }
@@ -230,6 +236,7 @@ class FaultySession final : public ZkSession {
   std::vector<std::function<void()>> held_watches_;  // GUARDED_BY(mu_)
   bool hang_syncs_ = false;                    // GUARDED_BY(mu_)
   std::vector<VoidCallback> hung_syncs_;       // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point first_hung_at_{};  // GUARDED_BY(mu_)
 };
 
 class FaultsTest : public ::testing::Test {
@@ -915,8 +922,27 @@ TEST_F(FaultsTest, UnansweredHeartbeatsSuspendThenLoseBeforeTheSessionCouldExpir
   // margin - two tenths), 1.1 s or less before.
   EXPECT_GE(safe_ms, (timeout / 3).count());
   EXPECT_TRUE(WaitFor([&] { return !IsServing(r->address()); }, milliseconds(2000)));
+  const auto hung_at = fs->FirstHungSyncAt();
+  ASSERT_NE(hung_at, std::chrono::steady_clock::time_point{}) << "no heartbeat was left hanging";
+  const auto healed = std::chrono::steady_clock::now();
   fs->HangSyncs(false);
-  ASSERT_TRUE(holder.Await(AcquireEvent::RESUMED, timeout));
+  auto resumed = holder.Await(AcquireEvent::RESUMED, timeout);
+  ASSERT_TRUE(resumed);
+  // The hung sync's answer ends the doubt, but it proves contact only as
+  // of its send, before the heal: RESUMED's safe time must come from a
+  // fresh sync sent at once (else a second cut right after the heal finds
+  // the contact old and loses the hold early; short_outage saw it). Its
+  // safe time beats the most the hung sync's contact could leave (timeout
+  // - margin - its age at the heal) by most of that age.
+  const int64_t resumed_ms = resumed->still_held().safe_for().seconds() * 1000 +
+                             resumed->still_held().safe_for().nanos() / 1000000;
+  const int64_t from_hung_at_most =
+      (timeout - timeout / 4 - std::max(milliseconds(200), timeout / 50) -
+       std::chrono::duration_cast<milliseconds>(healed - hung_at))
+          .count();
+  const int64_t hung_age_ms = std::chrono::duration_cast<milliseconds>(healed - hung_at).count();
+  EXPECT_GT(resumed_ms, from_hung_at_most + hung_age_ms / 2)
+      << "RESUMED carried the hung sync's contact (" << hung_age_ms << " ms old at the heal)";
   EXPECT_TRUE(WaitFor([&] { return IsServing(r->address()); }, timeout));
 
   // A long cut: LOST(SESSION_EXPIRED) before the leader could expire the

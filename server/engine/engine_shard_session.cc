@@ -151,6 +151,15 @@ void EngineShard::OnContact(SessionSlot* slot) {
     slot->in_doubt = false;
     loop_->Cancel(slot->suspend_timer);
     slot->suspend_timer = 0;
+    // The answer that ends a doubt was usually sent before it (a silent
+    // cut that healed), and the contact dates from that send: the safe
+    // time it leaves is short, and the silence rule would doubt again at
+    // the next tick. A fresh sync at once dates the contact from now; it
+    // goes before the holders' reads below, and ZooKeeper answers a
+    // session in order, so their RESUMED carries the fresh safe time (a
+    // second cut right after a heal found the contact 1.5 s old and the
+    // hold LOST early: short_outage).
+    SendHeartbeat(slot);
     for (Contender* c : ContendersOf(slot->holders)) {
       if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
     }
