@@ -4,7 +4,7 @@
 #   bash tests/fuzz/run_fuzzers.sh BUILD_DIR [SECONDS|runs=N] [TARGET...]
 #
 # SECONDS (default 60): each target runs that long (the test suite's
-# `fuzz_smoke` entry: 60 s each, two at a time). runs=N: each target runs N
+# `fuzz_smoke` entry: 30 s each, two at a time). runs=N: each target runs N
 # executions instead (e.g. runs=10000000 for the 10-million check). Seeds
 # come from tests/fuzz/corpus/<target>/ (read only); what a run discovers
 # goes to BUILD_DIR/corpus/<target>/ and is kept for the next run. A crash,
