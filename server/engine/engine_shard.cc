@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/common/flags.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_writes.h"
 #include "server/recipe/ordering.h"
 
 namespace turnstile {
@@ -25,7 +26,8 @@ EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
 #else
       checks_(true),
 #endif
-      index_(index), count_(count), ids_(ids), slots_(1) {
+      index_(index), count_(count), ids_(ids), slots_(1),
+      writes_(std::make_unique<Writes>()) {
   SessionSlot* slot = &slots_[0];
   slot->index = index;
   slot->zk = session;
@@ -220,7 +222,7 @@ void EngineShard::Step(Contender* c) {
   switch (c->state) {
     case State::kPendingCreate:
     case State::kCreating:
-      IssueCreate(c);
+      writes_->IssueCreate(this, c);
       break;
     case State::kCreateUnknown:
       SearchOwnNode(c);
@@ -315,7 +317,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                     Contender* c = Find(id, g);
                     if (c == nullptr) return;
                     if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
-                      IssueCreate(c);
+                      writes_->IssueCreate(this, c);
                     } else if (IsRetryable(code)) {
                       SetState(c, State::kPendingCreate);
                       Stall(c);
@@ -376,7 +378,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
         if (c->abandoned || !c->sink) {
           Forget(c);
         } else {
-          IssueCreate(c);
+          writes_->IssueCreate(this, c);
         }
       } else if (code == ZkCode::kOk) {
         std::string mine;
@@ -388,7 +390,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
           if (c->abandoned || !c->sink) {
             Forget(c);
           } else {
-            IssueCreate(c);
+            writes_->IssueCreate(this, c);
           }
         } else {
           // Found it: adopt it; its Stat gives the fencing token.
@@ -423,7 +425,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
                 if (c->abandoned || !c->sink) {
                   Forget(c);
                 } else {
-                  IssueCreate(c);
+                  writes_->IssueCreate(this, c);
                 }
               }
             }

@@ -30,8 +30,9 @@
 // fencing-token check in engine_shard_check.cc; the kept
 // loads in engine_shard_loads.cc; the shard's loop (OnLoop), its checks and delivery
 // in engine_shard_lock.cc; the writes of one loop turn sent together (a
-// multi of creates with the session's clock, a multi of deletes) in
-// engine_shard_batch.cc, by the rules of write_batcher.h.
+// multi of creates with the session's clock, a multi of deletes) in its
+// part EngineShard::Writes (shard_writes.h), by the rules of
+// write_batcher.h.
 //
 // Knowledge shared on this replica: one ordered view per lock (LockQueue),
 // shared by the replica's contenders on it. A departure is one erase, and
@@ -64,7 +65,6 @@
 #include "absl/status/statusor.h"
 #include "server/engine/lock_engine.h"
 #include "server/engine/session_slot.h"
-#include "server/engine/write_batcher.h"
 #include "server/zk/event_loop.h"
 #include "server/recipe/lock_name.h"
 #include "server/recipe/lock_queue.h"
@@ -259,31 +259,9 @@ class EngineShard {
   void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
   void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Batched creates (engine_shard_batch.cc): IssueCreate queues the
-  // contender's create for the loop's next turn; FlushCreates sends what
-  // is ready, alone (SendCreate) or as one multi (SendCreateBatch).
-  void IssueCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void FlushCreates() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void SendCreate(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void SendCreateBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnCreateBatch(SessionSlot* slot, uint64_t epoch,
-                     const std::vector<WriteBatcher::Write>& batch,
-                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Plain deletes, batched the same way (no clock: a delete has no token).
-  void QueueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void FlushDeletes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void SendDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnDeleteReply(Contender* c, ZkCode code) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void SendDeleteBatch(SessionSlot* slot, std::vector<WriteBatcher::Write> batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnDeleteBatch(SessionSlot* slot, uint64_t epoch,
-                     const std::vector<WriteBatcher::Write>& batch,
-                     const std::vector<ZkMultiResult>& results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void PostWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  std::string ClockPath(int64_t session_id) const;
-  static std::string CreatePrefix(const Contender* c);
-  void EnsureClock(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  // The writes of a loop turn sent together (shard_writes.h): creates
+  // through writes_->IssueCreate, plain deletes through QueueDelete.
+  class Writes;
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
                  const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
@@ -428,12 +406,8 @@ class EngineShard {
   // a scrape across its wait for the loop, so two scrapes apply their
   // changes in the order the loop read them (the loop never takes it).
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
-  // Creates and plain deletes waiting for the loop's next turn, and
-  // whether that turn is posted (engine_shard_batch.cc).
-  static constexpr size_t kMaxWriteBatch = 64;
-  WriteBatcher creates_ ABSL_GUARDED_BY(loop_role_){kMaxWriteBatch};
-  WriteBatcher deletes_ ABSL_GUARDED_BY(loop_role_){kMaxWriteBatch};
-  bool writes_posted_ ABSL_GUARDED_BY(loop_role_) = false;
+  // Its part that sends a loop turn's writes together (shard_writes.h).
+  const std::unique_ptr<Writes> writes_ ABSL_GUARDED_BY(loop_role_);
   bool shut_down_ ABSL_GUARDED_BY(loop_role_) = false;
   // Set before the first Open (SetObserver), then only read; called
   // inside sections.

@@ -14,6 +14,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_writes.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -502,8 +503,8 @@ void EngineShard::IssueDelete(Contender* c) {
         next_path, std::move(done));
     return;
   }
-  // A plain delete: with the others of this loop turn (engine_shard_batch.cc).
-  QueueDelete(c);
+  // A plain delete: with the others of this loop turn (shard_writes.h).
+  writes_->QueueDelete(this, c);
 }
 
 // The contender's node is gone: RELEASED, then the contender behind it

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_writes.h"
 
 namespace turnstile {
 
@@ -306,8 +307,7 @@ void EngineShard::OnExpired(SessionSlot* slot) {
   // re-queued below with a new generation), and no multi of the old
   // session holds a lock back any longer.
   slot->clock_path.clear();
-  creates_.Clear();
-  deletes_.Clear();
+  writes_->Clear();
   loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   for (auto& [segment, lock] : locks_) {
@@ -360,7 +360,7 @@ void EngineShard::Bootstrap(SessionSlot* slot) {
 void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
   if (index == paths.size()) {
     slot->bootstrapped = true;
-    EnsureClock(slot);
+    writes_->EnsureClock(this, slot);
     UpdateServing();
     Heartbeat(slot);
     std::vector<Contender*> pending;
