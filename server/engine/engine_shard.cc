@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/common/flags.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_liveness.h"
 #include "server/engine/shard_writes.h"
 #include "server/recipe/ordering.h"
 
@@ -27,11 +28,17 @@ EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
       checks_(true),
 #endif
       index_(index), count_(count), ids_(ids), slots_(1),
-      writes_(std::make_unique<Writes>()) {
+      writes_(std::make_unique<Writes>()), liveness_(std::make_unique<Liveness>()) {
   SessionSlot* slot = &slots_[0];
   slot->index = index;
   slot->zk = session;
-  slot->zk->SetSessionListener([this, slot](SessionEvent e) { OnSessionEvent(slot, e); });
+  slot->zk->SetSessionListener([this, slot](SessionEvent e) {
+    {
+      OnLoop l(this);
+      liveness_->OnSessionEvent(this, slot, e);
+    }
+    Deliver();
+  });
 }
 
 EngineShard::~EngineShard() {
@@ -61,8 +68,7 @@ void EngineShard::Quiesce() {
       Retally(c.get());
     }
     pending_.clear();
-    serving_listener_ = nullptr;
-    session_listeners_.clear();
+    liveness_->ClearListeners(this);
   });
 }
 
@@ -524,7 +530,7 @@ void EngineShard::BeginDrain() {
     {
       OnLoop l(this);
       draining_ = true;
-      UpdateServing();
+      liveness_->UpdateServing(this);
       std::vector<Contender*> waiting;
       for (auto& [id, c] : contenders_) {
         if (c->waiting() && c->sink) waiting.push_back(c.get());

@@ -24,8 +24,8 @@
 // the node, the entry points), engine_shard_queue.cc (listings, advancing,
 // positions), engine_shard_watch.cc (a waiter's one watch) and
 // engine_shard_hold.cc (grants, holds, leases, endings); the session
-// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in
-// engine_shard_session.cc; the RPCs that do not contend (Release and
+// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in its part
+// EngineShard::Liveness (shard_liveness.h); the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
 // fencing-token check in engine_shard_check.cc; the kept
 // loads in engine_shard_loads.cc; the shard's loop (OnLoop), its checks and delivery
@@ -172,36 +172,9 @@ class EngineShard {
   void Admit(uint64_t id, AcquireParams p, const std::string& segment, SessionSlot* slot,
              size_t path_bytes, std::shared_ptr<ContenderSink> sink)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnSessionEvent(SessionSlot* slot, SessionEvent e);
-  void OnConnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnDisconnected(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnExpired(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ConfirmResume(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Bootstrap(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Schedules the next heartbeat tick of `slot`.
-  void Heartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Sends a sync (unless one is in flight): its success proves the leader
-  // heard from the session after it was sent.
-  void SendHeartbeat(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Contact confirmed: ends an in-doubt period, steps stalled contenders,
-  // refreshes the validity of the slot's holders on their streams.
-  void OnContact(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // How often a holder hears STILL_HELD, and within what it must.
-  static Millis HeartbeatInterval(const SessionSlot& slot);
-  static Millis RefreshWithin(const SessionSlot& slot);
-  void StepStalled(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Holds of `slot` are in doubt (disconnected, or heartbeat overdue):
-  // SUSPENDED now, LOST when the safe time runs out.
-  void Suspend(SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Whether `c`'s grant may be announced now (contact trusted); otherwise
-  // it waits, stalled, for a heartbeat to confirm contact.
-  bool MayAnnounce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Why a holder's node is gone when its deletion is seen: SESSION_EXPIRED
-  // if the session may have expired by now (the replica was paused or cut
-  // off past the safe time), else DELETED (someone deleted it).
-  void LoseGoneNode(Contender* c, const char* deleted_message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
+  // The session's life and what it means for the contenders, and whether
+  // the shard serves (shard_liveness.h).
+  class Liveness;
   SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The shard's session (every lock of the shard lives on it); no lock
   // needed.
@@ -390,11 +363,8 @@ class EngineShard {
   // through the pointer: every function that takes one REQUIRES loop_role_).
   std::vector<SessionSlot> slots_ ABSL_GUARDED_BY(loop_role_);
   bool draining_ ABSL_GUARDED_BY(loop_role_) = false;
-  bool last_serving_ ABSL_GUARDED_BY(loop_role_) = false;
-  std::atomic<bool> serving_now_{false};  // last_serving_, for serving() off the loop
-  std::function<void(bool)> serving_listener_ ABSL_GUARDED_BY(loop_role_);
-  std::vector<std::function<void(size_t, SessionEvent)>> session_listeners_
-      ABSL_GUARDED_BY(loop_role_);
+  // Whether the shard serves as Liveness last found, for serving() off the loop.
+  std::atomic<bool> serving_now_{false};
   EngineStats stats_ ABSL_GUARDED_BY(loop_role_);
   size_t holders_ ABSL_GUARDED_BY(loop_role_) = 0;  // contenders of Tally::kHolder
   // Locks whose load changed since the last LockLoads, and locks that
@@ -406,8 +376,11 @@ class EngineShard {
   // a scrape across its wait for the loop, so two scrapes apply their
   // changes in the order the loop read them (the loop never takes it).
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
-  // Its part that sends a loop turn's writes together (shard_writes.h).
-  const std::unique_ptr<Writes> writes_ ABSL_GUARDED_BY(loop_role_);
+  // Its parts: the writes of a loop turn sent together (shard_writes.h),
+  // the session's life (shard_liveness.h). Fixed at construction; every
+  // method of a part requires the loop role.
+  const std::unique_ptr<Writes> writes_;
+  const std::unique_ptr<Liveness> liveness_;
   bool shut_down_ ABSL_GUARDED_BY(loop_role_) = false;
   // Set before the first Open (SetObserver), then only read; called
   // inside sections.

@@ -14,6 +14,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_liveness.h"
 #include "server/engine/shard_writes.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
@@ -52,7 +53,7 @@ void EngineShard::Grant(Contender* c, bool confirmed) {
   c->own_read = false;
   // A mutex holder proves every earlier contender is gone.
   if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
-  if (confirmed && MayAnnounce(c)) Announce(c);
+  if (confirmed && liveness_->MayAnnounce(this, c)) Announce(c);
   if (c->params.kind == ContenderKind::kSemaphore) {
     // The grant mark first (it wakes the waiter behind): its success also
     // confirms the node, and the own watch is set after it, so the mark
@@ -76,7 +77,7 @@ void EngineShard::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
     // The mark is no renewal (NoteOwnNode counts version bumps).
     c->renewed_version = std::max(c->renewed_version, version);
     // A write after the decision that found the node: as a confirming read.
-    if (!c->announced && MayAnnounce(c)) Announce(c);
+    if (!c->announced && liveness_->MayAnnounce(this, c)) Announce(c);
     if (c->announced && c->params.ttl == Millis(0)) {
       DeferOwnWatch(c);
     } else {
@@ -86,7 +87,7 @@ void EngineShard::OnGrantMarked(Contender* c, ZkCode code, int32_t version) {
     if (!c->announced) {
       Requeue(c);
     } else {
-      LoseGoneNode(c, "the lock's node was deleted outside this stream");
+      liveness_->LoseGoneNode(this, c, "the lock's node was deleted outside this stream");
     }
   } else if (IsRetryable(code)) {
     Stall(c);  // Step writes the mark again
@@ -188,7 +189,7 @@ void EngineShard::Announce(Contender* c) {
   e.valid_for = c->params.ttl;
   e.session_timeout = c->zk()->session_timeout();
   e.safe_for = c->slot->SafeFor(Clock::now());
-  e.refresh_within = RefreshWithin(*c->slot);
+  e.refresh_within = Liveness::RefreshWithin(*c->slot);
   c->refreshed_at = Clock::now();
   Emit(c, e);
   if (c->params.ttl > Millis(0)) RenewTtl(c);
@@ -237,8 +238,9 @@ void EngineShard::ArmOwn(Contender* c) {
           }
           if (c == nullptr || c->state != State::kHeld || !c->announced) return;
           if (type == WatchEventType::kDeleted) {
-            LoseGoneNode(c, "the lock's node was deleted outside this stream (Release by "
-                            "lease id, possibly through another replica, or an operator)");
+            liveness_->LoseGoneNode(this, c,
+                                    "the lock's node was deleted outside this stream (Release by "
+                                    "lease id, possibly through another replica, or an operator)");
           } else {
             // A remote KeepAlive. The re-armed read's version counts it
             // (and any renewal that lands before the watch is back).
@@ -255,11 +257,11 @@ void EngineShard::ArmOwn(Contender* c) {
           if (c->state != State::kHeld) return;
           if (code == ZkCode::kOk) NoteOwnNode(c, data, stat.version);
           if (code == ZkCode::kOk && !c->announced) {
-            if (MayAnnounce(c)) Announce(c);
+            if (liveness_->MayAnnounce(this, c)) Announce(c);
           } else if (code == ZkCode::kNoNode && !c->announced) {
             Requeue(c);
           } else if (code == ZkCode::kNoNode) {
-            LoseGoneNode(c, "the lock's node was deleted outside this stream");
+            liveness_->LoseGoneNode(this, c, "the lock's node was deleted outside this stream");
           } else if (IsRetryable(code)) {
             Stall(c);
           }
@@ -366,7 +368,7 @@ void EngineShard::CheckTtl(Contender* c) {
                             FormatDuration(c->params.ttl)));
         }
       } else if (code == ZkCode::kNoNode) {
-        LoseGoneNode(c, "the lock's node was deleted outside this stream");
+        liveness_->LoseGoneNode(this, c, "the lock's node was deleted outside this stream");
       } else {
         c->ttl_check_due = true;  // connection lost: check on the next contact
       }

@@ -14,6 +14,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_liveness.h"
 #include "server/recipe/ordering.h"
 #include "server/recipe/queue_position.h"
 
@@ -373,7 +374,7 @@ void EngineShard::ArmMore(Contender* c) {
             if (type == WatchEventType::kDeleted) {
               if (!c->slot->trusted(Clock::now())) {
                 c->stalled = true;  // as Arm: maybe the session's own expiry, seen late
-                SendHeartbeat(c->slot);
+                liveness_->SendHeartbeat(this, c->slot);
                 return;
               }
               gone();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_liveness.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -62,7 +63,7 @@ void EngineShard::Arm(Contender* c) {
               // re-arm and find the blocker gone) or the expiry (then queue
               // again on the new session).
               c->stalled = true;
-              SendHeartbeat(c->slot);
+              liveness_->SendHeartbeat(this, c->slot);
               return;
             }
             if (c->blocker_delay_ms > 0 && blocker == nullptr) {

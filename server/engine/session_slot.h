@@ -71,7 +71,7 @@ struct SessionSlot {
   // (creates go one by one).
   std::string clock_path;
   // Connected, but the heartbeat in flight has been unanswered for too
-  // long (DoubtAfter in engine_shard_session.cc), or none was confirmed for
+  // long (DoubtAfter in shard_liveness.cc), or none was confirmed for
   // kDoubtAfterHeartbeats intervals: the connection may be cut, or the
   // server this session talks to cut off from the quorum while it still
   // answers reads. Holds are SUSPENDED exactly as on a disconnection until

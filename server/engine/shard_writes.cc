@@ -55,7 +55,7 @@ void EngineShard::Writes::QueueDelete(EngineShard* s, Contender* c) {
   PostWrites(s);
 }
 
-void EngineShard::Writes::Clear() {
+void EngineShard::Writes::Clear(EngineShard* s) {
   creates_.Clear();
   deletes_.Clear();
 }

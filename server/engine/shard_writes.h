@@ -39,7 +39,7 @@ class EngineShard::Writes {
   void EnsureClock(EngineShard* s, SessionSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_);
   // The session expired: what is queued is stale, and no multi of the old
   // session holds a lock back any longer.
-  void Clear();
+  void Clear(EngineShard* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_);
 
  private:
   void PostWrites(EngineShard* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_);

@@ -1,13 +1,14 @@
-// The engine's session-level bookkeeping, per session of the pool: what a
-// connect, a disconnect and an expiry mean for the contenders of that
-// session's locks (SPEC §4), the root bootstrap, and the heartbeat that
-// tracks when ZooKeeper last certainly heard from the session (the base of
-// every SUSPENDED safe_for).
+// EngineShard::Liveness (shard_liveness.h): what a connect, a disconnect
+// and an expiry of the shard's session mean for its contenders (SPEC §4),
+// the root bootstrap, the heartbeat that tracks when ZooKeeper last
+// certainly heard from the session (the base of every SUSPENDED safe_for),
+// and whether the shard serves; and the shard's entry points for these.
+#include "server/engine/shard_liveness.h"
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/engine/shard_writes.h"
 
@@ -19,11 +20,33 @@ void EngineShard::SetServingListener(std::function<void(bool)> listener) {
   RunOnLoop([this, listener]() mutable {
     {
       OnLoop l(this);
-      serving_listener_ = std::move(listener);
-      Later([fn = serving_listener_, s = last_serving_] { fn(s); });
+      liveness_->SetServingListener(this, std::move(listener));
     }
     Deliver();
   });
+}
+
+void EngineShard::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
+  RunOnLoop([this, listener]() mutable {
+    OnLoop l(this);
+    liveness_->AddSessionListener(this, std::move(listener));
+  });
+}
+
+void EngineShard::Liveness::SetServingListener(EngineShard* s,
+                                               std::function<void(bool)> listener) {
+  serving_listener_ = std::move(listener);
+  s->Later([fn = serving_listener_, now = last_serving_] { fn(now); });
+}
+
+void EngineShard::Liveness::AddSessionListener(
+    EngineShard* s, std::function<void(size_t, SessionEvent)> listener) {
+  session_listeners_.push_back(std::move(listener));
+}
+
+void EngineShard::Liveness::ClearListeners(EngineShard* s) {
+  serving_listener_ = nullptr;
+  session_listeners_.clear();
 }
 
 namespace {
@@ -39,12 +62,12 @@ bool AllReady(const std::vector<SessionSlot>& slots) {
 
 bool EngineShard::serving() const { return serving_now_.load(std::memory_order_acquire); }
 
-void EngineShard::UpdateServing() {
-  bool now = AllReady(slots_) && !draining_;
+void EngineShard::Liveness::UpdateServing(EngineShard* s) {
+  bool now = AllReady(s->slots_) && !s->draining_;
   if (now == last_serving_) return;
   last_serving_ = now;
-  serving_now_.store(now, std::memory_order_release);
-  if (serving_listener_) Later([fn = serving_listener_, now] { fn(now); });
+  s->serving_now_.store(now, std::memory_order_release);
+  if (serving_listener_) s->Later([fn = serving_listener_, now] { fn(now); });
 }
 
 SessionSlot* EngineShard::SlotOf(const std::string& segment) {
@@ -52,89 +75,78 @@ SessionSlot* EngineShard::SlotOf(const std::string& segment) {
   return &slots_[0];
 }
 
-void EngineShard::OnSessionEvent(SessionSlot* slot, SessionEvent e) {
-  {
-    OnLoop l(this);
-    if (shut_down_) return;
-    switch (e) {
-      case SessionEvent::kConnected:
-        OnConnected(slot);
-        break;
-      case SessionEvent::kDisconnected:
-        OnDisconnected(slot);
-        break;
-      case SessionEvent::kExpired:
-        OnExpired(slot);
-        break;
-      case SessionEvent::kAuthFailed:
-        slot->connected = false;
-        break;
-    }
-    UpdateServing();
-    for (const auto& listener : session_listeners_) {
-      Later([listener, index = slot->index, e] { listener(index, e); });
-    }
+void EngineShard::Liveness::OnSessionEvent(EngineShard* s, SessionSlot* slot, SessionEvent e) {
+  if (s->shut_down_) return;
+  switch (e) {
+    case SessionEvent::kConnected:
+      OnConnected(s, slot);
+      break;
+    case SessionEvent::kDisconnected:
+      OnDisconnected(s, slot);
+      break;
+    case SessionEvent::kExpired:
+      OnExpired(s, slot);
+      break;
+    case SessionEvent::kAuthFailed:
+      slot->connected = false;
+      break;
   }
-  Deliver();
+  UpdateServing(s);
+  for (const auto& listener : session_listeners_) {
+    s->Later([listener, index = slot->index, e] { listener(index, e); });
+  }
 }
 
-void EngineShard::AddSessionListener(std::function<void(size_t, SessionEvent)> listener) {
-  RunOnLoop([this, listener]() mutable {
-    OnLoop l(this);
-    session_listeners_.push_back(std::move(listener));
-  });
-}
-
-void EngineShard::OnConnected(SessionSlot* slot) {
+void EngineShard::Liveness::OnConnected(EngineShard* s, SessionSlot* slot) {
   slot->connected = true;
   // Connecting (also to a follower, which validates the session with the
   // leader first) proves the session alive now.
   slot->last_alive = Clock::now();
   slot->in_doubt = false;
-  loop_->Cancel(slot->suspend_timer);
+  s->loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
   if (!slot->bootstrapped) {
-    Bootstrap(slot);
+    Bootstrap(s, slot);
     return;
   }
   // RESUMED only once a read shows the holder's node is still there: a
   // deletion made while the replica was cut off (Release by lease id through
   // another replica, an operator) reaches it only after the reconnect.
-  for (Contender* c : ContendersOf(slot->holders)) {
-    if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
+  for (Contender* c : s->ContendersOf(slot->holders)) {
+    if (c->state == State::kHeld && c->suspended) ConfirmResume(s, c);
   }
-  StepStalled(slot);
+  StepStalled(s, slot);
 }
 
 // Steps the contenders of `slot` that waited for the connection or for a
 // trusted contact, and runs the ttl checks that waited for one.
-void EngineShard::StepStalled(SessionSlot* slot) {
+void EngineShard::Liveness::StepStalled(EngineShard* s, SessionSlot* slot) {
   std::vector<Contender*> stalled;
   std::vector<uint64_t> ttl_due;
-  for (Contender* c : AllContenders()) {
+  for (Contender* c : s->AllContenders()) {
     if (c->stalled) stalled.push_back(c);
     if (c->ttl_check_due) ttl_due.push_back(c->id);
   }
   for (Contender* c : stalled) {
     c->stalled = false;
-    Step(c);
+    s->Step(c);
   }
   for (uint64_t id : ttl_due) {  // by id: a Step may have ended one
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) continue;
+    auto it = s->contenders_.find(id);
+    if (it == s->contenders_.end()) continue;
     Contender* c = it->second.get();
-    if (c->ttl_check_due && c->state == State::kHeld && c->announced) CheckTtl(c);
+    if (c->ttl_check_due && c->state == State::kHeld && c->announced) s->CheckTtl(c);
   }
 }
 
-void EngineShard::OnContact(SessionSlot* slot) {
+void EngineShard::Liveness::OnContact(EngineShard* s, SessionSlot* slot) {
   if (!slot->ready()) return;
   // Each confirmed contact refreshes the validity of the slot's holders on
   // their streams: a client that stops hearing these (its replica froze,
   // or the stream stalled) treats its hold as in doubt on its own.
   const auto now = Clock::now();
   const Millis interval = HeartbeatInterval(*slot);
-  for (Contender* c : ContendersOf(slot->holders)) {
+  for (Contender* c : s->ContendersOf(slot->holders)) {
     if (c->state != State::kHeld || !c->announced || c->suspended || c->node_gone) {
       continue;
     }
@@ -146,11 +158,11 @@ void EngineShard::OnContact(SessionSlot* slot) {
     ev.type = LockEvent::Type::kStillHeld;
     ev.safe_for = slot->SafeFor(now);
     ev.refresh_within = RefreshWithin(*slot);
-    Emit(c, ev);
+    s->Emit(c, ev);
   }
   if (slot->in_doubt) {
     slot->in_doubt = false;
-    loop_->Cancel(slot->suspend_timer);
+    s->loop_->Cancel(slot->suspend_timer);
     slot->suspend_timer = 0;
     // The answer that ends a doubt was usually sent before it (a silent
     // cut that healed), and the contact dates from that send: the safe
@@ -160,28 +172,29 @@ void EngineShard::OnContact(SessionSlot* slot) {
     // session in order, so their RESUMED carries the fresh safe time (a
     // second cut right after a heal found the contact 1.5 s old and the
     // hold LOST early: short_outage).
-    SendHeartbeat(slot);
-    for (Contender* c : ContendersOf(slot->holders)) {
-      if (c->state == State::kHeld && c->suspended) ConfirmResume(c);
+    SendHeartbeat(s, slot);
+    for (Contender* c : s->ContendersOf(slot->holders)) {
+      if (c->state == State::kHeld && c->suspended) ConfirmResume(s, c);
     }
   }
-  StepStalled(slot);
+  StepStalled(s, slot);
 }
 
-bool EngineShard::MayAnnounce(Contender* c) {
+bool EngineShard::Liveness::MayAnnounce(EngineShard* s, Contender* c) {
   if (c->slot->trusted(Clock::now())) return true;
   c->stalled = true;  // OnContact (or the reconnect) steps it again
-  SendHeartbeat(c->slot);
+  SendHeartbeat(s, c->slot);
   return false;
 }
 
-void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
+void EngineShard::Liveness::LoseGoneNode(EngineShard* s, Contender* c,
+                                         const char* deleted_message) {
   if (c->slot->SafeFor(Clock::now()).count() == 0) {
     // The replica has not been sure of its session for longer than the
     // safe time (it was paused, or cut off): the deletion is most likely
     // the session's own expiry, seen late. Never send operators looking
     // for a Release that did not happen.
-    Lose(c, LostReason::kSessionExpired,
+    s->Lose(c, LostReason::kSessionExpired,
          "this replica lost contact with ZooKeeper for longer than the session timeout "
          "(paused or cut off): its session expired and the lock's node went with it");
     return;
@@ -196,21 +209,21 @@ void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
   c->node_gone = true;
   const uint64_t id = c->id;
   const std::string message = deleted_message;
-  c->zk()->Sync(c->lock_path(), [this, id, message](ZkCode code) {
+  c->zk()->Sync(c->lock_path(), [s, id, message](ZkCode code) {
     {
-      OnLoop l(this);
-      auto it = contenders_.find(id);
-      if (shut_down_ || it == contenders_.end()) return;
+      OnLoop l(s);
+      auto it = s->contenders_.find(id);
+      if (s->shut_down_ || it == s->contenders_.end()) return;
       Contender* c = it->second.get();
       if (!c->node_gone || !c->sink) return;  // ended meanwhile
       if (code == ZkCode::kOk) {
-        Lose(c, LostReason::kDeleted, message);
+        s->Lose(c, LostReason::kDeleted, message);
       } else {
-        Lose(c, LostReason::kSessionExpired,
+        s->Lose(c, LostReason::kSessionExpired,
              "this replica's ZooKeeper session ended and the lock's node went with it");
       }
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
@@ -218,14 +231,14 @@ void EngineShard::LoseGoneNode(Contender* c, const char* deleted_message) {
 // exists (ZooKeeper answers a session's requests in order, after the
 // watches it re-sent on reconnect, so a deletion shows up here or as its
 // watch event first); LOST(DELETED) if it is gone.
-void EngineShard::ConfirmResume(Contender* c) {
+void EngineShard::Liveness::ConfirmResume(EngineShard* s, Contender* c) {
   uint64_t id = c->id;
   std::string path = c->path();
-  c->zk()->Exists(path, [this, id, path](ZkCode code, const ZkStat&) {
+  c->zk()->Exists(path, [s, id, path](ZkCode code, const ZkStat&) {
     {
-      OnLoop l(this);
-      auto it = contenders_.find(id);
-      if (shut_down_ || it == contenders_.end()) return;
+      OnLoop l(s);
+      auto it = s->contenders_.find(id);
+      if (s->shut_down_ || it == s->contenders_.end()) return;
       Contender* c = it->second.get();
       if (c->state != State::kHeld || !c->suspended || c->path() != path) return;
       if (code == ZkCode::kOk) {
@@ -236,9 +249,9 @@ void EngineShard::ConfirmResume(Contender* c) {
         ev.type = LockEvent::Type::kResumed;
         ev.safe_for = c->slot->SafeFor(c->refreshed_at);
         ev.refresh_within = RefreshWithin(*c->slot);
-        Emit(c, ev);
+        s->Emit(c, ev);
       } else if (code == ZkCode::kNoNode) {
-        Lose(c, LostReason::kDeleted,
+        s->Lose(c, LostReason::kDeleted,
              "the lock's node was deleted while this replica was disconnected from "
              "ZooKeeper (Release by lease id, possibly through another replica, or an "
              "operator)");
@@ -246,36 +259,36 @@ void EngineShard::ConfirmResume(Contender* c) {
       // Otherwise (connection lost again) it stays SUSPENDED; the next
       // reconnect checks again, and the suspend timer bounds the wait.
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
-void EngineShard::OnDisconnected(SessionSlot* slot) {
+void EngineShard::Liveness::OnDisconnected(EngineShard* s, SessionSlot* slot) {
   slot->connected = false;
-  Suspend(slot);
+  Suspend(s, slot);
 }
 
-void EngineShard::Suspend(SessionSlot* slot) {
+void EngineShard::Liveness::Suspend(EngineShard* s, SessionSlot* slot) {
   Millis safe = slot->SafeFor(Clock::now());
-  for (Contender* c : ContendersOf(slot->holders)) {
+  for (Contender* c : s->ContendersOf(slot->holders)) {
     if (c->state != State::kHeld || c->suspended || !c->announced) continue;
     c->suspended = true;
     LockEvent ev;
     ev.type = LockEvent::Type::kSuspended;
     ev.safe_for = safe;
-    Emit(c, ev);
+    s->Emit(c, ev);
   }
   // A disconnected replica learns of its expiry only on reconnect (and one
   // talking to a cut-off follower not even then): once the safe time has
   // passed, the holds on this session must count as lost.
-  loop_->Cancel(slot->suspend_timer);
-  slot->suspend_timer = loop_->ScheduleAfter(safe, [this, slot] {
+  s->loop_->Cancel(slot->suspend_timer);
+  slot->suspend_timer = s->loop_->ScheduleAfter(safe, [s, slot] {
     {
-      OnLoop l(this);
+      OnLoop l(s);
       slot->suspend_timer = 0;
-      if ((slot->connected && !slot->in_doubt) || shut_down_) return;
+      if ((slot->connected && !slot->in_doubt) || s->shut_down_) return;
       std::vector<Contender*> held;
-      for (Contender* c : ContendersOf(slot->holders)) {
+      for (Contender* c : s->ContendersOf(slot->holders)) {
         if (c->state == State::kHeld) held.push_back(c);
       }
       for (Contender* c : held) {
@@ -286,18 +299,18 @@ void EngineShard::Suspend(SessionSlot* slot) {
           c->stalled = true;
           continue;
         }
-        Lose(c, LostReason::kSessionExpired,
+        s->Lose(c, LostReason::kSessionExpired,
              slot->connected
                  ? "no heartbeat confirmed by the ZooKeeper leader within the session "
                    "timeout (this replica's ZooKeeper server may be cut off from the quorum)"
                  : "disconnected from ZooKeeper for longer than the session timeout");
       }
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
-void EngineShard::OnExpired(SessionSlot* slot) {
+void EngineShard::Liveness::OnExpired(EngineShard* s, SessionSlot* slot) {
   slot->connected = false;
   slot->bootstrapped = false;
   slot->in_doubt = false;
@@ -307,88 +320,89 @@ void EngineShard::OnExpired(SessionSlot* slot) {
   // re-queued below with a new generation), and no multi of the old
   // session holds a lock back any longer.
   slot->clock_path.clear();
-  writes_->Clear();
-  loop_->Cancel(slot->suspend_timer);
+  s->writes_->Clear(s);
+  s->loop_->Cancel(slot->suspend_timer);
   slot->suspend_timer = 0;
-  for (auto& [segment, lock] : locks_) {
-    if (SlotOf(segment) != slot) continue;
+  for (auto& [segment, lock] : s->locks_) {
+    if (s->SlotOf(segment) != slot) continue;
     lock.queue.Clear();
     lock.list_in_flight = lock.list_wanted = false;
     // A probe of the old session answers for nobody: a contender of the
     // new one that joined it would wait for a reply OnProbed ignores.
     lock.probe.reset();
   }
-  std::vector<Contender*> all = AllContenders();
+  std::vector<Contender*> all = s->AllContenders();
   for (Contender* c : all) c->watch_key = 0;  // the session's watches are gone
   for (Contender* c : all) {
     // Every node of the old session is gone.
     if (c->state == State::kHeld && c->announced) {
-      Lose(c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
+      s->Lose(c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
     }
     if (c->state == State::kDeleting || c->abandoned || !c->sink) {
       if (c->state == State::kDeleting && c->sink) {
         // A release waiting for the connection: the node went with the
         // session, so it is released.
-        ++stats_.released;
+        ++s->stats_.released;
         LockEvent ev;
         ev.type = LockEvent::Type::kReleased;
-        Emit(c, ev);
-        Finish(c, absl::OkStatus());
+        s->Emit(c, ev);
+        s->Finish(c, absl::OkStatus());
       }
-      Forget(c);
+      s->Forget(c);
       continue;
     }
     // Waiters queue again on the new session; they lose their place.
-    by_path_.erase(c->path());
+    s->by_path_.erase(c->path());
     c->node.clear();
     c->watching.clear();
     c->watch_key = 0;  // dropped with the session
     c->last_position = -1;
     c->stalled = false;
     ++c->gen;
-    SetState(c, State::kPendingCreate);
-    ++stats_.requeued_after_expiry;
+    s->SetState(c, State::kPendingCreate);
+    ++s->stats_.requeued_after_expiry;
   }
 }
 
 // Creates the root (each path component) on every new session, then starts
 // the contenders of that session that were waiting for it.
-void EngineShard::Bootstrap(SessionSlot* slot) {
-  EnsurePath(slot, 0, PathPrefixes(options_.root));
+void EngineShard::Liveness::Bootstrap(EngineShard* s, SessionSlot* slot) {
+  EnsurePath(s, slot, 0, PathPrefixes(s->options_.root));
 }
 
-void EngineShard::EnsurePath(SessionSlot* slot, size_t index, std::vector<std::string> paths) {
+void EngineShard::Liveness::EnsurePath(EngineShard* s, SessionSlot* slot, size_t index,
+                                       std::vector<std::string> paths) {
   if (index == paths.size()) {
     slot->bootstrapped = true;
-    writes_->EnsureClock(this, slot);
-    UpdateServing();
-    Heartbeat(slot);
+    s->writes_->EnsureClock(s, slot);
+    UpdateServing(s);
+    Heartbeat(s, slot);
     std::vector<Contender*> pending;
-    for (Contender* c : AllContenders()) {
+    for (Contender* c : s->AllContenders()) {
       if (c->state == State::kPendingCreate || c->stalled) pending.push_back(c);
     }
     for (Contender* c : pending) {
       c->stalled = false;
-      Step(c);
+      s->Step(c);
     }
     return;
   }
   std::string path = paths[index];
   uint64_t epoch = slot->epoch;
   slot->zk->Create(path, "", CreateMode::kPersistent,
-                   [this, slot, index, paths = std::move(paths), epoch](
+                   [this, s, slot, index, paths = std::move(paths), epoch](
                        ZkCode code, const std::string&, const ZkStat&) {
                      {
-                       OnLoop l(this);
-                       if (shut_down_ || epoch != slot->epoch) return;
+                       OnLoop l(s);
+                       if (s->shut_down_ || epoch != slot->epoch) return;
                        if (code == ZkCode::kOk || code == ZkCode::kNodeExists) {
-                         EnsurePath(slot, index + 1, paths);
+                         EnsurePath(s, slot, index + 1, paths);
                        } else if (IsRetryable(code) && slot->connected) {
-                         EnsurePath(slot, index, paths);
+                         EnsurePath(s, slot, index, paths);
                        }
                        // Otherwise the next kConnected bootstraps again.
                      }
-                     Deliver();
+                     s->Deliver();
                    });
 }
 
@@ -435,22 +449,22 @@ Millis DoubtAfter(const SessionSlot& slot) {
 }
 }  // namespace
 
-Millis EngineShard::HeartbeatInterval(const SessionSlot& slot) {
+Millis EngineShard::Liveness::HeartbeatInterval(const SessionSlot& slot) {
   return std::max(Millis(100), slot.zk->session_timeout() / kHeartbeatsPerTimeout);
 }
 
-Millis EngineShard::RefreshWithin(const SessionSlot& slot) {
+Millis EngineShard::Liveness::RefreshWithin(const SessionSlot& slot) {
   return HeartbeatInterval(slot) * kRefreshWithinHeartbeats;
 }
 
-void EngineShard::Heartbeat(SessionSlot* slot) {
-  loop_->Cancel(slot->heartbeat_timer);
+void EngineShard::Liveness::Heartbeat(EngineShard* s, SessionSlot* slot) {
+  s->loop_->Cancel(slot->heartbeat_timer);
   const Millis interval = HeartbeatInterval(*slot);
-  slot->heartbeat_timer = loop_->ScheduleAfter(SyncInterval(*slot), [this, slot, interval] {
+  slot->heartbeat_timer = s->loop_->ScheduleAfter(SyncInterval(*slot), [this, s, slot, interval] {
     {
-      OnLoop l(this);
+      OnLoop l(s);
       slot->heartbeat_timer = 0;
-      if (shut_down_) return;
+      if (s->shut_down_) return;
       if (slot->connected) {
         const auto now = Clock::now();
         const auto silent = now - slot->last_alive;
@@ -458,27 +472,27 @@ void EngineShard::Heartbeat(SessionSlot* slot) {
             slot->heartbeat_in_flight && now - slot->heartbeat_sent_at >= DoubtAfter(*slot);
         if (!slot->in_doubt && (unanswered || silent > interval * kDoubtAfterHeartbeats)) {
           slot->in_doubt = true;
-          Suspend(slot);
-          UpdateServing();
+          Suspend(s, slot);
+          UpdateServing(s);
         }
-        SendHeartbeat(slot);
+        SendHeartbeat(s, slot);
       }
-      Heartbeat(slot);
+      Heartbeat(s, slot);
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
-void EngineShard::SendHeartbeat(SessionSlot* slot) {
+void EngineShard::Liveness::SendHeartbeat(EngineShard* s, SessionSlot* slot) {
   if (slot->heartbeat_in_flight || !slot->connected) return;
   slot->heartbeat_in_flight = true;
   auto t0 = Clock::now();
   slot->heartbeat_sent_at = t0;
   uint64_t epoch = slot->epoch;
-  slot->zk->Sync(options_.root, [this, slot, t0, epoch](ZkCode code) {
+  slot->zk->Sync(s->options_.root, [this, s, slot, t0, epoch](ZkCode code) {
     {
-      OnLoop l(this);
-      if (shut_down_ || epoch != slot->epoch) return;
+      OnLoop l(s);
+      if (s->shut_down_ || epoch != slot->epoch) return;
       slot->heartbeat_in_flight = false;
       if (code == ZkCode::kOk) {
         // A sync answered while the slot is in doubt was outstanding
@@ -491,11 +505,11 @@ void EngineShard::SendHeartbeat(SessionSlot* slot) {
           slot->heartbeat_rtt = std::chrono::duration_cast<Millis>(Clock::now() - t0);
         }
         if (t0 > slot->last_alive) slot->last_alive = t0;
-        OnContact(slot);
-        UpdateServing();
+        OnContact(s, slot);
+        UpdateServing(s);
       }
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
