@@ -11,6 +11,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/engine/shard_liveness.h"
+#include "server/engine/shard_waiters.h"
 #include "server/engine/shard_writes.h"
 #include "server/recipe/ordering.h"
 
@@ -28,7 +29,8 @@ EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
       checks_(true),
 #endif
       index_(index), count_(count), ids_(ids), slots_(1),
-      writes_(std::make_unique<Writes>()), liveness_(std::make_unique<Liveness>()) {
+      writes_(std::make_unique<Writes>()), liveness_(std::make_unique<Liveness>()),
+      waiters_(std::make_unique<Waiters>()) {
   SessionSlot* slot = &slots_[0];
   slot->index = index;
   slot->zk = session;
@@ -234,15 +236,15 @@ void EngineShard::Step(Contender* c) {
       SearchOwnNode(c);
       break;
     case State::kListing:
-      RequestList(c->segment);
+      waiters_->RequestList(this, c->segment);
       break;
     case State::kWaiting:
-      Arm(c);
-      if (!c->more_watching.empty()) ArmMore(c);
+      waiters_->Arm(this, c);
+      if (!c->more_watching.empty()) waiters_->ArmMore(this, c);
       break;
     case State::kHeld:
       if (c->params.kind == ContenderKind::kSemaphore && !c->mark_written) {
-        WriteGrantMark(c, 0, CreateData(c), 5);  // its reply arms the own watch
+        waiters_->WriteGrantMark(this, c, 0, CreateData(c), 5);  // its reply arms the own watch
       } else {
         ArmOwn(c);
       }
@@ -357,7 +359,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   c->seq = parsed ? parsed->sequence : 0;
   c->czxid = static_cast<uint64_t>(stat.czxid);
   by_path_[c->path()] = c->id;
-  EnterQueue(c);
+  waiters_->EnterQueue(this, c);
   if (c->abandoned || !c->sink) {
     // The caller gave up while the create was in flight.
     SetState(c, State::kDeleting);
@@ -416,14 +418,14 @@ void EngineShard::SearchOwnNode(Contender* c) {
                 Stall(c);
               } else if (code == ZkCode::kOk) {
                 c->czxid = static_cast<uint64_t>(stat.czxid);
-                EnterQueue(c);
+                waiters_->EnterQueue(this, c);
                 if (c->abandoned || !c->sink) {
                   SetState(c, State::kDeleting);
                   IssueDelete(c);
                 } else {
                   // A listing sent from here covers it (its create came first).
                   SetState(c, State::kListing);
-                  RequestList(c->segment);
+                  waiters_->RequestList(this, c->segment);
                 }
               } else if (!IsSessionGone(code)) {
                 by_path_.erase(c->path());

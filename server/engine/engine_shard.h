@@ -21,11 +21,12 @@
 // Where each rule lives: the ordering rule (who holds, whom a waiter
 // watches) is the pure function in ordering.h; the per-lock ordered view in
 // lock_queue.h; the contender state machine in engine_shard.cc (creating
-// the node, the entry points), engine_shard_queue.cc (listings, advancing,
-// positions), engine_shard_watch.cc (a waiter's one watch) and
-// engine_shard_hold.cc (grants, holds, leases, endings); the session
-// bookkeeping (connect, suspend, expiry, heartbeat, bootstrap) in its part
-// EngineShard::Liveness (shard_liveness.h); the RPCs that do not contend (Release and
+// the node, the entry points), its part EngineShard::Waiters
+// (shard_waiters.h: listings, advancing, positions in shard_queue.cc, a
+// waiter's one watch in shard_watch.cc) and engine_shard_hold.cc (grants,
+// holds, leases, endings); the session bookkeeping (connect, suspend,
+// expiry, heartbeat, bootstrap) in its part EngineShard::Liveness
+// (shard_liveness.h); the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
 // fencing-token check in engine_shard_check.cc; the kept
 // loads in engine_shard_loads.cc; the shard's loop (OnLoop), its checks and delivery
@@ -43,7 +44,7 @@
 // reads every other replica's node still ahead of it at once, pipelined in
 // one round trip, and forgets those gone: a handoff costs a constant number
 // of round trips whatever the queue, each unseen departure at most one read,
-// and no listing beyond SPEC's (EngineShard::Advance, engine_shard_queue.cc).
+// and no listing beyond SPEC's (EngineShard::Waiters::Advance, shard_queue.cc).
 #ifndef TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_H_
 #define TURNSTILE_SERVER_ENGINE_ENGINE_SHARD_H_
 
@@ -175,6 +176,9 @@ class EngineShard {
   // The session's life and what it means for the contenders, and whether
   // the shard serves (shard_liveness.h).
   class Liveness;
+  // The waiting side: the view, listings, advance, positions, a waiter's
+  // watch and probes, lock-delay (shard_waiters.h).
+  class Waiters;
   SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The shard's session (every lock of the shard lives on it); no lock
   // needed.
@@ -238,30 +242,7 @@ class EngineShard {
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
                  const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void RequestList(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
-                ZkCode code, const std::vector<std::string>& children)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // `rank`: contenders ahead, when the caller knows it (-1: count).
-  void Advance(Contender* c, bool from_listing, int64_t rank = -1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ReportPosition(Contender* c, int64_t ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void RefreshPositions(const std::string& segment, size_t limit)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ScheduleSweep(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Arm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Disarm(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Semaphores (issue 21): a waiter's watches from its decision; the first
-  // waiter's watches on the holders other than its predecessor; the grant
-  // mark; the refusal of a disagreeing contender.
-  void WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ArmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void DisarmMore(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  static std::string DisagreementMessage(const Contender* c, const LockQueue::Entry& other);
   // The contender node's data as created.
   std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // `confirmed`: a read sent after the decision saw the node (a listing).
@@ -281,14 +262,6 @@ class EngineShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The revocation request of waiter `c` to the holders ahead of it.
   void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Lock-delay: no grant on `segment` for `delay` from now; the lock node
-  // says so (for Describe and contenders of other replicas).
-  void StartLockDelay(const std::string& segment, const std::string& lock_path, Millis delay,
-                      const std::string& released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Reads the lock node's mark (a listing saw data on it), then re-decides.
-  void ReadLockMark(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // Re-decides the local waiters of `segment` that have nothing ahead.
-  void AdvanceUnblocked(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.
@@ -304,16 +277,7 @@ class EngineShard {
   void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void NoteGone(const std::string& segment, const std::string& node)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void NoteAllBefore(const std::string& segment, int32_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // A stale view's probe (engine_shard_watch.cc): `c` waits for the one in
-  // flight on its lock, or starts one; its end re-decides its waiters.
-  void JoinProbe(Contender* c, LockState& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void EnterQueue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The contenders of `ids` (a session's set), in id order: a snapshot, so
   // the caller may change them (and the set) while it goes through them.
@@ -377,10 +341,12 @@ class EngineShard {
   // changes in the order the loop read them (the loop never takes it).
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
   // Its parts: the writes of a loop turn sent together (shard_writes.h),
-  // the session's life (shard_liveness.h). Fixed at construction; every
+  // the session's life (shard_liveness.h), the waiting side
+  // (shard_waiters.h). Fixed at construction; every
   // method of a part requires the loop role.
   const std::unique_ptr<Writes> writes_;
   const std::unique_ptr<Liveness> liveness_;
+  const std::unique_ptr<Waiters> waiters_;
   bool shut_down_ ABSL_GUARDED_BY(loop_role_) = false;
   // Set before the first Open (SetObserver), then only read; called
   // inside sections.

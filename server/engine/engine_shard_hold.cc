@@ -15,6 +15,7 @@
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
 #include "server/engine/shard_liveness.h"
+#include "server/engine/shard_waiters.h"
 #include "server/engine/shard_writes.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
@@ -44,7 +45,7 @@ void EngineShard::Grant(Contender* c, bool confirmed) {
     confirmed = true;
     ++stats_.handoffs_in_one_transaction;
   }
-  Disarm(c);
+  waiters_->Disarm(this, c);
   SetState(c, State::kHeld);
   c->announced = false;
   c->handoff_from = handoff_from_;  // measured to the announcement
@@ -52,7 +53,8 @@ void EngineShard::Grant(Contender* c, bool confirmed) {
   c->suspended = false;
   c->own_read = false;
   // A mutex holder proves every earlier contender is gone.
-  if (c->params.kind == ContenderKind::kExclusive) NoteAllBefore(c->segment, c->seq);
+  if (c->params.kind == ContenderKind::kExclusive)
+    waiters_->NoteAllBefore(this, c->segment, c->seq);
   if (confirmed && liveness_->MayAnnounce(this, c)) Announce(c);
   if (c->params.kind == ContenderKind::kSemaphore) {
     // The grant mark first (it wakes the waiter behind): its success also
@@ -60,7 +62,7 @@ void EngineShard::Grant(Contender* c, bool confirmed) {
     // wakes nobody on this side (OnGrantMarked).
     c->mark_written = false;
     if (c->granted_unix_ms == 0) c->granted_unix_ms = NowUnixMs();
-    WriteGrantMark(c, 0, CreateData(c), 5);
+    waiters_->WriteGrantMark(this, c, 0, CreateData(c), 5);
     return;
   }
   if (c->announced && c->params.ttl == Millis(0)) {
@@ -201,7 +203,7 @@ void EngineShard::Announce(Contender* c) {
 void EngineShard::Requeue(Contender* c) {
   auto it = by_path_.find(c->path());
   if (it != by_path_.end() && it->second == c->id) by_path_.erase(it);
-  Disarm(c);
+  waiters_->Disarm(this, c);
   locks_[c->segment].queue.Erase(c->seq, c->node);
   c->node.clear();
   c->watching.clear();
@@ -414,7 +416,7 @@ void EngineShard::EndContender(Contender* c) {
   if (c->state == State::kHeld && c->announced && c->params.lock_delay > Millis(0)) {
     // Ended without the client asking (lost, revoked by lease id, the
     // client gone): the next grant waits the holder's lock-delay.
-    StartLockDelay(c->segment, c->lock_path(), c->params.lock_delay, "");
+    waiters_->StartLockDelay(this, c->segment, c->lock_path(), c->params.lock_delay, "");
   }
   loop_->Cancel(c->wait_timer);
   loop_->Cancel(c->ttl_timer);
@@ -465,7 +467,7 @@ EngineShard::Contender* EngineShard::LocalSuccessor(Contender* c) {
 
 void EngineShard::IssueDelete(Contender* c) {
   SetState(c, State::kDeleting);
-  Disarm(c);
+  waiters_->Disarm(this, c);
   const uint64_t id = c->id, gen = ++c->gen;
   Contender* next = LocalSuccessor(c);
   // A clean release of a hold with a lock-delay says it was clean, in the
@@ -523,12 +525,12 @@ void EngineShard::OnDeleted(Contender* c, const std::string* confirmed) {
   std::string segment = c->segment, node = c->node;
   Forget(c);
   if (confirmed != nullptr) confirmed_path_ = *confirmed;
-  NoteGone(segment, node);
+  waiters_->NoteGone(this, segment, node);
   confirmed_path_.reset();
 }
 
 void EngineShard::Forget(Contender* c) {
-  Disarm(c);
+  waiters_->Disarm(this, c);
   loop_->Cancel(c->delay_timer);
   c->slot->watched_path_bytes -= c->path_bytes;
   loop_->Cancel(c->wait_timer);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_waiters.h"
 
 namespace turnstile {
 
@@ -122,7 +123,7 @@ void EngineShard::Writes::SendCreate(EngineShard* s, Contender* c) {
   // Pipelined: ZooKeeper answers one session's requests in order, so a
   // listing sent right behind the create already contains the new node and
   // costs no extra round trip.
-  s->RequestList(c->segment);
+  s->waiters_->RequestList(s, c->segment);
 }
 
 void EngineShard::Writes::SendCreateBatch(EngineShard* s, SessionSlot* slot,
@@ -153,7 +154,7 @@ void EngineShard::Writes::SendCreateBatch(EngineShard* s, SessionSlot* slot,
     s->Deliver();
   });
   // Behind the multi, one listing per lock (coalesced as ever).
-  for (const std::string& segment : segments) s->RequestList(segment);
+  for (const std::string& segment : segments) s->waiters_->RequestList(s, segment);
 }
 
 void EngineShard::Writes::OnCreateBatch(EngineShard* s, SessionSlot* slot, uint64_t epoch,

@@ -19,7 +19,7 @@
 // watched by nobody here) stays in the view, a superset of the real queue.
 // Decisions stay safe (a stale entry only blocks), and a read that finds a
 // blocker gone starts a probe of the other replicas' entries ahead
-// (EngineShard::Advance, server/engine/engine_shard_queue.cc). Contenders
+// (EngineShard::Waiters::Advance, server/engine/shard_queue.cc). Contenders
 // created after the latest listing keep their own entry until a later
 // listing covers them.
 //

@@ -2,8 +2,8 @@
 // (one in flight per lock), entering the queue, re-deciding from the shared
 // view (Advance, with the ordering rule of server/recipe/ordering.h), a
 // semaphore first waiter's extra watches and grant marks, lock-delay, and
-// QUEUED positions. Part of EngineShard (server/engine/engine_shard.h); the
-// engine's lock rules hold here as in engine_shard.cc.
+// QUEUED positions. EngineShard::Waiters (shard_waiters.h), with
+// shard_watch.cc; the engine's lock rules hold here as in engine_shard.cc.
 
 #include <algorithm>
 #include <optional>
@@ -14,6 +14,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_waiters.h"
 #include "server/engine/shard_liveness.h"
 #include "server/recipe/ordering.h"
 #include "server/recipe/queue_position.h"
@@ -24,69 +25,70 @@ using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own 
 
 // One listing in flight per lock: it covers every create sent before it,
 // so a burst of creates costs a few listings, not one each.
-void EngineShard::RequestList(const std::string& segment) {
-  LockState& lock = locks_[segment];
+void EngineShard::Waiters::RequestList(EngineShard* s, const std::string& segment) {
+  LockState& lock = s->locks_[segment];
   if (lock.list_in_flight) {
     lock.list_wanted = true;
     return;
   }
   lock.list_in_flight = true;
   lock.list_wanted = false;
-  SessionSlot* slot = SlotOf(segment);
-  const uint64_t covers = create_counter_, epoch = slot->epoch;
+  SessionSlot* slot = s->SlotOf(segment);
+  const uint64_t covers = s->create_counter_, epoch = slot->epoch;
   slot->zk->GetChildrenStat(
-      options_.root + "/" + segment,
-      [this, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
+      s->options_.root + "/" + segment,
+      [this, s, segment, covers, epoch](ZkCode code, const std::vector<std::string>& children,
                                      const ZkStat& stat) {
         {
-          OnLoop l(this);
-          if (!shut_down_) {
+          OnLoop l(s);
+          if (!s->shut_down_) {
             // Data on the lock node: a lock-delay may be running (started
             // by another replica). Grants wait until it is read.
-            auto it = locks_.find(segment);
-            if (code == ZkCode::kOk && stat.data_length > 0 && it != locks_.end() &&
+            auto it = s->locks_.find(segment);
+            if (code == ZkCode::kOk && stat.data_length > 0 && it != s->locks_.end() &&
                 !it->second.mark_pending) {
               it->second.mark_pending = true;
-              ReadLockMark(segment);
+              ReadLockMark(s, segment);
             }
-            OnListed(segment, covers, epoch, code, children);
+            OnListed(s, segment, covers, epoch, code, children);
           }
         }
-        Deliver();
+        s->Deliver();
       });
 }
 
-void EngineShard::OnListed(const std::string& segment, uint64_t covers, uint64_t epoch,
-                          ZkCode code, const std::vector<std::string>& children) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
+void EngineShard::Waiters::OnListed(EngineShard* s, const std::string& segment, uint64_t covers,
+                                    uint64_t epoch, ZkCode code,
+                                    const std::vector<std::string>& children) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end() || epoch != s->SlotOf(segment)->epoch) return;
   LockState& lock = it->second;
   lock.list_in_flight = false;
   // The contenders this listing decides: listed after their create.
   std::vector<Contender*> covered;
   for (uint64_t id : lock.ids) {
-    Contender* c = contenders_.at(id).get();
+    Contender* c = s->contenders_.at(id).get();
     if (c->state == State::kListing && c->create_order <= covers) covered.push_back(c);
   }
   if (code == ZkCode::kOk) {
     lock.queue.ReplaceWith(
         children,
         [&](const std::string& node) -> uint64_t {
-          AssertHeld();
-          auto p = by_path_.find(options_.root + "/" + segment + "/" + node);
-          return p == by_path_.end() ? 0 : p->second;
+          s->AssertHeld();
+          auto p = s->by_path_.find(s->options_.root + "/" + segment + "/" + node);
+          return p == s->by_path_.end() ? 0 : p->second;
         },
         [&](const LockQueue::Entry& e) {
-          AssertHeld();
+          s->AssertHeld();
           // Created after this listing was sent: not in it, still here.
-          Contender* c = LocalOf(&e);
+          Contender* c = s->LocalOf(&e);
           return c != nullptr && c->create_order > covers;
         });
     // Waiters whose blocker is no longer listed re-decide; local
     // contenders the listing should contain but does not lost their node.
     std::vector<Contender*> redo, gone;
     for (uint64_t id : lock.ids) {
-      Contender* c = contenders_.at(id).get();
+      Contender* c = s->contenders_.at(id).get();
       if (c->node.empty()) continue;
       bool listed = lock.queue.Contains(c->seq, c->node);
       if (!listed && c->create_order <= covers &&
@@ -104,17 +106,17 @@ void EngineShard::OnListed(const std::string& segment, uint64_t covers, uint64_t
     }
     for (Contender* c : gone) {
       if (c->state == State::kListing) {
-        FailWait(c, absl::AbortedError("this contender's node was deleted while it queued"));
+        s->FailWait(c, absl::AbortedError("this contender's node was deleted while it queued"));
       } else {
-        Requeue(c);
+        s->Requeue(c);
       }
     }
-    if (lock.queue.size() > options_.limits.max_contenders_per_lock) {
+    if (lock.queue.size() > s->options_.limits.max_contenders_per_lock) {
       for (Contender* c : covered) {
         if (c->state != State::kListing) continue;
-        FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
+        s->FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
                         "lock \"", c->params.name, "\" has ", lock.queue.size() - 1,
-                        " contenders; the limit is ", options_.limits.max_contenders_per_lock)));
+                        " contenders; the limit is ", s->options_.limits.max_contenders_per_lock)));
       }
     }
     // Decide the covered contenders with their ranks, in one pass.
@@ -125,37 +127,37 @@ void EngineShard::OnListed(const std::string& segment, uint64_t covers, uint64_t
       });
     }
     for (Contender* c : covered) {
-      if (c->state != State::kListing || Find(c->id, c->gen) == nullptr) continue;
-      SetState(c, State::kWaiting);
+      if (c->state != State::kListing || s->Find(c->id, c->gen) == nullptr) continue;
+      s->SetState(c, State::kWaiting);
       c->watching.clear();
       auto r = ranks.find(c->id);
-      Advance(c, /*from_listing=*/true, r == ranks.end() ? -1 : r->second);
+      Advance(s, c, /*from_listing=*/true, r == ranks.end() ? -1 : r->second);
     }
     for (Contender* c : redo) {
-      if (c->state == State::kWaiting) Advance(c, false);
+      if (c->state == State::kWaiting) Advance(s, c, false);
     }
   } else if (IsRetryable(code)) {
-    for (Contender* c : covered) Stall(c);  // Step() lists again
+    for (Contender* c : covered) s->Stall(c);  // Step() lists again
   } else if (code == ZkCode::kNoNode) {
     for (Contender* c : covered) {
-      FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
+      s->FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
     }
   }
   // Creates sent while this listing was in flight need one sent after them.
-  auto again = locks_.find(segment);
-  if (again != locks_.end() && again->second.list_wanted && SlotOf(segment)->ready()) {
-    RequestList(segment);
+  auto again = s->locks_.find(segment);
+  if (again != s->locks_.end() && again->second.list_wanted && s->SlotOf(segment)->ready()) {
+    RequestList(s, segment);
   }
 }
 
 // Puts a contender whose node is known into its lock's view.
-void EngineShard::EnterQueue(Contender* c) {
+void EngineShard::Waiters::EnterQueue(EngineShard* s, Contender* c) {
   LockQueue::Entry entry;
   entry.node = c->node;
   entry.kind = c->params.kind;
   entry.local_id = c->id;
   entry.max_holders = c->params.max_holders;
-  locks_[c->segment].queue.Insert(c->seq, std::move(entry));
+  s->locks_[c->segment].queue.Insert(c->seq, std::move(entry));
 }
 
 EngineShard::Contender* EngineShard::LocalOf(const LockQueue::Entry* e) {
@@ -180,7 +182,7 @@ EngineShard::Contender* EngineShard::LocalOf(const LockQueue::Entry* e) {
 //
 // So: when a read of a waiter's blocker answers NO_NODE (Arm, ArmMore: the
 // proof that the view is stale), the waiter probes (JoinProbe, in
-// engine_shard_watch.cc). It reads, without a watch, every other replica's
+// shard_watch.cc). It reads, without a watch, every other replica's
 // entry still ahead of it that can block it (a reader: the non-shared
 // ones), all at once, and its own node behind them when nothing local
 // blocks it; ZooKeeper answers one session's requests in order, so the
@@ -201,13 +203,13 @@ EngineShard::Contender* EngineShard::LocalOf(const LockQueue::Entry* e) {
 // 85 KB back in one round trip; a view holding more (only past the limit)
 // is read on by a later probe. Nothing is listed: listings stay within SPEC.
 // A contender decided from a listing (an exact view) never waits for one.
-void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
-  LockState& lock = locks_[c->segment];
+void EngineShard::Waiters::Advance(EngineShard* s, Contender* c, bool from_listing, int64_t rank) {
+  LockState& lock = s->locks_[c->segment];
   // Kinds (and semaphores' N) do not mix on a lock: refused for anything
   // disagreeing ahead of it (O(1) unless the view holds a disagreement).
   if (const LockQueue::Entry* other = FirstDisagreeingAhead(
           lock.queue, c->seq, c->params.kind, c->params.max_holders)) {
-    FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
+    s->FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
     return;
   }
   const bool probe_wanted = std::exchange(c->probe_wanted, false);
@@ -217,7 +219,7 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
   // The node to watch (for a semaphore's first waiter, the nearest of the
   // holders it watches; the others are in more_watching).
   const LockQueue::Entry* ahead = decision.holds ? nullptr : decision.blockers.back();
-  if (lock.probe != nullptr && lock.probe->epoch != SlotOf(c->segment)->epoch) {
+  if (lock.probe != nullptr && lock.probe->epoch != s->SlotOf(c->segment)->epoch) {
     lock.probe.reset();  // sent on an expired session: its replies decide nothing
   }
   if (ahead != nullptr && !from_listing && c->params.wait_timeout != Millis(0) &&
@@ -226,15 +228,15 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
                   [](const LockQueue::Entry* e) { return e->local_id == 0; })) {
     // Blocked by another replica's entry of a view proven stale (or being
     // probed): one probe decides, not a read of each entry in turn.
-    JoinProbe(c, lock);
+    JoinProbe(s, c, lock);
     return;
   }
   if (ahead == nullptr && lock.mark_pending) return;  // ReadLockMark re-decides
   if (ahead == nullptr && Clock::now() < lock.delayed_until) {
     // In lock-delay: the previous hold ended involuntarily.
     if (c->params.wait_timeout == Millis(0)) {
-      ++stats_.not_acquired_try_once;
-      FailWait(c, absl::FailedPreconditionError(absl::StrCat(
+      ++s->stats_.not_acquired_try_once;
+      s->FailWait(c, absl::FailedPreconditionError(absl::StrCat(
                       "lock \"", c->params.name, "\" is in lock-delay for another ",
                       FormatDuration(std::chrono::ceil<Millis>(lock.delayed_until - Clock::now())),
                       " (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
@@ -242,27 +244,27 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
     }
     if (c->delay_timer == 0) {
       uint64_t id = c->id, gen = c->gen;
-      c->delay_timer = loop_->Schedule(lock.delayed_until, [this, id, gen] {
+      c->delay_timer = s->loop_->Schedule(lock.delayed_until, [this, s, id, gen] {
         {
-          OnLoop l(this);
-          if (shut_down_) return;
-          Contender* c = Find(id, gen);
+          OnLoop l(s);
+          if (s->shut_down_) return;
+          Contender* c = s->Find(id, gen);
           if (c == nullptr) return;
           c->delay_timer = 0;
-          if (c->state == State::kWaiting) Advance(c, false);
+          if (c->state == State::kWaiting) Advance(s, c, false);
         }
-        Deliver();
+        s->Deliver();
       });
     }
     return;
   }
   if (ahead == nullptr) {
-    Grant(c, from_listing || probe_saw_node);
+    s->Grant(c, from_listing || probe_saw_node);
     return;
   }
   if (c->params.wait_timeout == Millis(0)) {
-    ++stats_.not_acquired_try_once;
-    FailWait(c, absl::FailedPreconditionError(
+    ++s->stats_.not_acquired_try_once;
+    s->FailWait(c, absl::FailedPreconditionError(
                     c->params.kind == ContenderKind::kSemaphore
                         ? absl::StrCat("semaphore \"", c->params.name, "\" has all ",
                                        c->params.max_holders,
@@ -272,23 +274,24 @@ void EngineShard::Advance(Contender* c, bool from_listing, int64_t rank) {
     return;
   }
   if (rank >= 0) {
-    ReportPosition(c, rank);
+    ReportPosition(s, c, rank);
   } else if (c->last_position < 0 || c->last_position <= 11) {
-    ReportPosition(c, lock.queue.CountAhead(c->seq));
+    ReportPosition(s, c, lock.queue.CountAhead(c->seq));
   }
   if (c->params.kind == ContenderKind::kSemaphore) {
-    WatchSemaphoreBlockers(c, decision);
+    WatchSemaphoreBlockers(s, c, decision);
     return;
   }
   if (c->watching != ahead->node) {
-    Disarm(c);
+    Disarm(s, c);
     c->watching = ahead->node;
-    Arm(c);
+    Arm(s, c);
   }
-  if (c->params.revoke_holders && !c->revoke_sent) RequestRevokeOfHolders(c);
+  if (c->params.revoke_holders && !c->revoke_sent) s->RequestRevokeOfHolders(c);
 }
 
-std::string EngineShard::DisagreementMessage(const Contender* c, const LockQueue::Entry& other) {
+std::string EngineShard::Waiters::DisagreementMessage(const Contender* c,
+                                                      const LockQueue::Entry& other) {
   auto describe = [](ContenderKind kind, int32_t n) {
     switch (kind) {
       case ContenderKind::kSemaphore: return absl::StrCat("a semaphore of max_holders ", n);
@@ -307,7 +310,8 @@ std::string EngineShard::DisagreementMessage(const Contender* c, const LockQueue
 // A semaphore waiter's watches (issue 21; the rule is in ordering.h): the
 // first waiter watches every holder ahead of it, any other waiter its
 // predecessor only. Re-armed only for what changed.
-void EngineShard::WatchSemaphoreBlockers(Contender* c, const OrderDecision& decision) {
+void EngineShard::Waiters::WatchSemaphoreBlockers(EngineShard* s, Contender* c,
+                                                  const OrderDecision& decision) {
   WaiterWatches watches = WatchesOf(decision);
   const std::string& nearest = watches.nearest;
   std::vector<std::string>& others = watches.others;
@@ -317,28 +321,28 @@ void EngineShard::WatchSemaphoreBlockers(Contender* c, const OrderDecision& deci
     same = others[i] == c->more_watching[i].first;
   }
   if (same) return;
-  Disarm(c);
+  Disarm(s, c);
   c->first_waiter = decision.first_waiter;
   c->watching = nearest;
   for (std::string& node : others) c->more_watching.emplace_back(std::move(node), 0);
-  Arm(c);
-  ArmMore(c);
+  Arm(s, c);
+  ArmMore(s, c);
 }
 
 // The first waiter's watches on the holders other than its predecessor.
 // A departure of any of them (or a read that finds it gone) makes it
 // re-decide; a data change (that holder's grant mark, a remote KeepAlive)
 // only re-arms that watch.
-void EngineShard::ArmMore(Contender* c) {
+void EngineShard::Waiters::ArmMore(EngineShard* s, Contender* c) {
   const uint64_t id = c->id, gen = ++c->more_gen;
-  const size_t per_path = options_.root.size() + c->segment.size() + kContenderPathOverhead;
+  const size_t per_path = s->options_.root.size() + c->segment.size() + kContenderPathOverhead;
   c->slot->watched_path_bytes -= c->more_path_bytes;
   c->more_path_bytes = per_path * c->more_watching.size();
   c->slot->watched_path_bytes += c->more_path_bytes;
-  auto find = [this](uint64_t id, uint64_t gen)
-                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) -> Contender* {
-    auto it = contenders_.find(id);
-    if (it == contenders_.end() || it->second->more_gen != gen ||
+  auto find = [s](uint64_t id, uint64_t gen)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_) -> Contender* {
+    auto it = s->contenders_.find(id);
+    if (it == s->contenders_.end() || it->second->more_gen != gen ||
         it->second->state != State::kWaiting) {
       return nullptr;
     }
@@ -349,23 +353,24 @@ void EngineShard::ArmMore(Contender* c) {
     const std::string node = node_ref;
     const std::string segment = c->segment;
     // Forgets the node; the contender re-decides (normally: it now holds).
-    auto gone = [this, find, id, gen, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) {
-      NoteGone(segment, node);
-      Contender* c = find(id, gen);
-      if (c == nullptr) return;
-      for (auto it = c->more_watching.begin(); it != c->more_watching.end(); ++it) {
-        if (it->first == node) {
-          c->more_watching.erase(it);
-          break;
-        }
-      }
-      Advance(c, false);
-    };
+    auto gone = [this, s, find, id, gen, node, segment]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_) {
+                      NoteGone(s, segment, node);
+                      Contender* c = find(id, gen);
+                      if (c == nullptr) return;
+                      for (auto it = c->more_watching.begin(); it != c->more_watching.end(); ++it) {
+                        if (it->first == node) {
+                          c->more_watching.erase(it);
+                          break;
+                        }
+                      }
+                      Advance(s, c, false);
+                    };
     key_ref = c->zk()->GetData(
         c->lock_path() + "/" + node,
-        [this, find, id, gen, node, gone](WatchEventType type) {
+        [this, s, find, id, gen, node, gone](WatchEventType type) {
           {
-            OnLoop l(this);
+            OnLoop l(s);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             for (auto& [n, key] : c->more_watching) {
@@ -374,19 +379,19 @@ void EngineShard::ArmMore(Contender* c) {
             if (type == WatchEventType::kDeleted) {
               if (!c->slot->trusted(Clock::now())) {
                 c->stalled = true;  // as Arm: maybe the session's own expiry, seen late
-                liveness_->SendHeartbeat(this, c->slot);
+                s->liveness_->SendHeartbeat(s, c->slot);
                 return;
               }
               gone();
             } else {
-              ArmMore(c);  // only the fired one (key 0) is armed again
+              ArmMore(s, c);  // only the fired one (key 0) is armed again
             }
           }
-          Deliver();
+          s->Deliver();
         },
-        [this, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
+        [s, find, id, gen, node, gone](ZkCode code, const std::string&, const ZkStat&) {
           {
-            OnLoop l(this);
+            OnLoop l(s);
             Contender* c = find(id, gen);
             if (c == nullptr) return;
             if (code == ZkCode::kNoNode) {
@@ -400,10 +405,10 @@ void EngineShard::ArmMore(Contender* c) {
               for (auto& [n, key] : c->more_watching) {
                 if (n == node) key = 0;
               }
-              Stall(c);  // Step re-arms what has no watch
+              s->Stall(c);  // Step re-arms what has no watch
             }
           }
-          Deliver();
+          s->Deliver();
         });
   }
 }
@@ -413,76 +418,78 @@ void EngineShard::ArmMore(Contender* c) {
 // waiter). Read-modify-write with the version, as KeepAlive and Revoke
 // through other replicas write the same data; the mark's own version is
 // not a renewal (renewed_version).
-void EngineShard::WriteGrantMark(Contender* c, int32_t version, std::string data, int attempts) {
+void EngineShard::Waiters::WriteGrantMark(EngineShard* s, Contender* c, int32_t version,
+                                          std::string data, int attempts) {
   absl::StatusOr<ContenderInfo> info = DecodeContenderInfo(data);
   if (!info.ok()) return;  // not ours to write (cannot happen: we created it)
   info->granted_unix_ms = c->granted_unix_ms > 0 ? c->granted_unix_ms : NowUnixMs();
   const uint64_t id = c->id;
   const std::string path = c->path();
   c->zk()->SetData(path, EncodeContenderInfo(*info), version,
-                   [this, id, path, attempts](ZkCode code, const ZkStat& stat) {
+                   [this, s, id, path, attempts](ZkCode code, const ZkStat& stat) {
     {
-      OnLoop l(this);
-      auto it = contenders_.find(id);
-      if (shut_down_ || it == contenders_.end()) return;
+      OnLoop l(s);
+      auto it = s->contenders_.find(id);
+      if (s->shut_down_ || it == s->contenders_.end()) return;
       Contender* c = it->second.get();
       if (c->state != State::kHeld || c->path() != path) return;
       if (code == ZkCode::kBadVersion && attempts > 1) {
         // Someone wrote it meanwhile (a KeepAlive, a Revoke): read, mark again.
-        c->zk()->GetData(path, nullptr, [this, id, path, attempts](ZkCode code,
+        c->zk()->GetData(path, nullptr, [this, s, id, path, attempts](ZkCode code,
                                                                      const std::string& data,
                                                                      const ZkStat& stat) {
           {
-            OnLoop l(this);
-            auto it = contenders_.find(id);
-            if (shut_down_ || it == contenders_.end()) return;
+            OnLoop l(s);
+            auto it = s->contenders_.find(id);
+            if (s->shut_down_ || it == s->contenders_.end()) return;
             Contender* c = it->second.get();
             if (c->state != State::kHeld || c->path() != path) return;
             if (code == ZkCode::kOk) {
-              NoteOwnNode(c, data, stat.version);  // the write it raced with counts
-              WriteGrantMark(c, stat.version, data, attempts - 1);
+              s->NoteOwnNode(c, data, stat.version);  // the write it raced with counts
+              WriteGrantMark(s, c, stat.version, data, attempts - 1);
             } else {
-              OnGrantMarked(c, code, 0);
+              s->OnGrantMarked(c, code, 0);
             }
           }
-          Deliver();
+          s->Deliver();
         });
       } else {
-        OnGrantMarked(c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
+        s->OnGrantMarked(c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
                       stat.version);  // out of attempts: retried later, as a lost reply
       }
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
-void EngineShard::StartLockDelay(const std::string& segment, const std::string& lock_path,
-                                Millis delay, const std::string& released) {
-  LockState& lock = locks_[segment];
+void EngineShard::Waiters::StartLockDelay(EngineShard* s, const std::string& segment,
+                                          const std::string& lock_path, Millis delay,
+                                          const std::string& released) {
+  LockState& lock = s->locks_[segment];
   const auto until = Clock::now() + delay;
   if (until <= lock.delayed_until) return;
   lock.delayed_until = until;
-  delayed_locks_.insert(segment);
-  ++stats_.lock_delays_started;
-  const int64_t until_unix_ms =
-      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch() + delay)
-          .count();
+  s->delayed_locks_.insert(segment);
+  ++s->stats_.lock_delays_started;
+  const int64_t until_unix_ms = std::chrono::duration_cast<Millis>(
+                                    std::chrono::system_clock::now().time_since_epoch() + delay)
+                                    .count();
   // For Describe and for contenders that list the lock on other replicas
   // (best effort: without it they only miss the delay).
-  SlotOf(segment)->zk->SetData(lock_path, EncodeLockMark(released, until_unix_ms), -1,
+  s->SlotOf(segment)->zk->SetData(lock_path, EncodeLockMark(released, until_unix_ms), -1,
                                [](ZkCode, const ZkStat&) {});
 }
 
-void EngineShard::ReadLockMark(const std::string& segment) {
-  const std::string lock_path = options_.root + "/" + segment;
-  const uint64_t epoch = SlotOf(segment)->epoch;
-  SlotOf(segment)->zk->GetData(lock_path, nullptr, [this, segment, epoch](
+void EngineShard::Waiters::ReadLockMark(EngineShard* s, const std::string& segment) {
+  const std::string lock_path = s->options_.root + "/" + segment;
+  const uint64_t epoch = s->SlotOf(segment)->epoch;
+  s->SlotOf(segment)->zk->GetData(lock_path, nullptr, [this, s, segment, epoch](
                                                        ZkCode code, const std::string& data,
                                                        const ZkStat&) {
     {
-      OnLoop l(this);
-      auto it = locks_.find(segment);
-      if (shut_down_ || it == locks_.end() || epoch != SlotOf(segment)->epoch) return;
+      OnLoop l(s);
+      auto it = s->locks_.find(segment);
+      if (s->shut_down_ || it == s->locks_.end() || epoch != s->SlotOf(segment)->epoch) return;
       it->second.mark_pending = false;
       if (code == ZkCode::kOk) {
         const LockMark mark = DecodeLockMark(data);
@@ -492,32 +499,32 @@ void EngineShard::ReadLockMark(const std::string& segment) {
         if (mark.delay_until_unix_ms > now_unix_ms) {
           const auto until = Clock::now() + Millis(mark.delay_until_unix_ms - now_unix_ms);
           it->second.delayed_until = std::max(it->second.delayed_until, until);
-          delayed_locks_.insert(segment);
+          s->delayed_locks_.insert(segment);
         }
       }
-      AdvanceUnblocked(segment);
+      AdvanceUnblocked(s, segment);
     }
-    Deliver();
+    s->Deliver();
   });
 }
 
-void EngineShard::AdvanceUnblocked(const std::string& segment) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end()) return;
+void EngineShard::Waiters::AdvanceUnblocked(EngineShard* s, const std::string& segment) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end()) return;
   std::vector<Contender*> ready;
   for (uint64_t id : it->second.ids) {
-    Contender* c = contenders_.at(id).get();
+    Contender* c = s->contenders_.at(id).get();
     if (c->state == State::kWaiting && c->watching.empty() && c->delay_timer == 0) {
       ready.push_back(c);
     }
   }
   for (Contender* c : ready) {
-    if (c->state == State::kWaiting) Advance(c, false);
+    if (c->state == State::kWaiting) Advance(s, c, false);
   }
 }
 
 // QUEUED when the queue-position policy says so (server/recipe/queue_position.h).
-void EngineShard::ReportPosition(Contender* c, int64_t ahead) {
+void EngineShard::Waiters::ReportPosition(EngineShard* s, Contender* c, int64_t ahead) {
   const int64_t position = QueuePosition(c->params.kind, c->params.max_holders, ahead);
   auto now = Clock::now();
   if (!ShouldReportPosition(position, c->last_position, now - c->last_position_at)) return;
@@ -527,42 +534,43 @@ void EngineShard::ReportPosition(Contender* c, int64_t ahead) {
   e.type = LockEvent::Type::kQueued;
   e.position = position;
   e.ahead = ahead;
-  Emit(c, e);
+  s->Emit(c, e);
 }
 
 // Positions near the front change with every departure: walk the first
 // `limit` entries. Waiters further back are refreshed by a sweep at most
 // once a second, and only after the queue changed (an idle queue costs
 // nothing).
-void EngineShard::RefreshPositions(const std::string& segment, size_t limit) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end()) return;
+void EngineShard::Waiters::RefreshPositions(EngineShard* s, const std::string& segment,
+                                            size_t limit) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end()) return;
   std::vector<std::pair<Contender*, int64_t>> waiters;
   it->second.queue.ForFront(limit, [&](int64_t rank, int32_t, const LockQueue::Entry& e) {
-    AssertHeld();
-    Contender* c = LocalOf(&e);
+    s->AssertHeld();
+    Contender* c = s->LocalOf(&e);
     if (c != nullptr && c->state == State::kWaiting) waiters.emplace_back(c, rank);
   });
-  for (auto& [c, rank] : waiters) ReportPosition(c, rank);
+  for (auto& [c, rank] : waiters) ReportPosition(s, c, rank);
 }
 
-void EngineShard::ScheduleSweep(const std::string& segment) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end() || it->second.sweep_scheduled ||
+void EngineShard::Waiters::ScheduleSweep(EngineShard* s, const std::string& segment) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end() || it->second.sweep_scheduled ||
       it->second.queue.size() <= kFrontPositions) {
     return;
   }
   it->second.sweep_scheduled = true;
-  loop_->ScheduleAfter(std::chrono::seconds(1), [this, segment] {
+  s->loop_->ScheduleAfter(std::chrono::seconds(1), [this, s, segment] {
     {
-      OnLoop l(this);
-      if (shut_down_) return;
-      auto it = locks_.find(segment);
-      if (it == locks_.end()) return;
+      OnLoop l(s);
+      if (s->shut_down_) return;
+      auto it = s->locks_.find(segment);
+      if (it == s->locks_.end()) return;
       it->second.sweep_scheduled = false;
-      RefreshPositions(segment, it->second.queue.size());
+      RefreshPositions(s, segment, it->second.queue.size());
     }
-    Deliver();
+    s->Deliver();
   });
 }
 

@@ -1,8 +1,8 @@
 // A waiter's watches: arming the one watch on the node that blocks it,
 // removing it when the waiter ends, what a departure seen through a watch
 // or a read tells the view (NoteGone, NoteAllBefore), and the probe of a
-// view proven stale (JoinProbe, OnProbed). Part of
-// EngineShard (server/engine/engine_shard.h).
+// view proven stale (JoinProbe, OnProbed). EngineShard::Waiters
+// (shard_waiters.h), with shard_queue.cc.
 
 #include <algorithm>
 #include <optional>
@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_waiters.h"
 #include "server/engine/shard_liveness.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
@@ -21,29 +22,29 @@ namespace turnstile {
 using namespace engine_internal;  // NOLINT(build/namespaces): the engine's own helpers
 
 // Watches c->watching with getData: no watch is left if it is already gone.
-void EngineShard::Arm(Contender* c) {
+void EngineShard::Waiters::Arm(EngineShard* s, Contender* c) {
   uint64_t id = c->id, gen = ++c->gen;
   std::string node = c->watching;
   std::string segment = c->segment;
   // After NoteGone the contender behind `node` re-decides; if the view had
   // already dropped `node`, this one re-decides here.
-  auto gone = [this, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_) {
-    NoteGone(segment, node);
-    auto it = contenders_.find(id);
-    if (it == contenders_.end()) return;
+  auto gone = [this, s, id, node, segment]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->loop_role_) {
+    NoteGone(s, segment, node);
+    auto it = s->contenders_.find(id);
+    if (it == s->contenders_.end()) return;
     Contender* c = it->second.get();
     if (c->state == State::kWaiting && c->watching == node) {
       c->watching.clear();
       c->watch_key = 0;
-      Advance(c, false);
+      Advance(s, c, false);
     }
   };
   c->watch_key = c->zk()->GetData(
       c->lock_path() + "/" + node,
-      [this, id, gen, gone](WatchEventType type) {
+      [this, s, id, gen, gone](WatchEventType type) {
         {
-          OnLoop l(this);
-          Contender* c = Find(id, gen);
+          OnLoop l(s);
+          Contender* c = s->Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           c->watch_key = 0;  // fired: nothing left to remove
           if (type == WatchEventType::kDeleted) {
@@ -51,7 +52,7 @@ void EngineShard::Arm(Contender* c) {
             // that deleted the node: when that is this replica's local
             // handoff, its reply (which also confirms this waiter's node)
             // decides, a moment later.
-            Contender* blocker = FindByPath(c->lock_path() + "/" + c->watching);
+            Contender* blocker = s->FindByPath(c->lock_path() + "/" + c->watching);
             if (blocker != nullptr && blocker->state == State::kDeleting &&
                 blocker->handoff_in_flight) {
               return;
@@ -63,7 +64,7 @@ void EngineShard::Arm(Contender* c) {
               // re-arm and find the blocker gone) or the expiry (then queue
               // again on the new session).
               c->stalled = true;
-              liveness_->SendHeartbeat(this, c->slot);
+              s->liveness_->SendHeartbeat(s, c->slot);
               return;
             }
             if (c->blocker_delay_ms > 0 && blocker == nullptr) {
@@ -73,32 +74,32 @@ void EngineShard::Arm(Contender* c) {
               const std::string node = c->watching;
               const Millis delay(c->blocker_delay_ms);
               c->zk()->GetData(c->lock_path(), nullptr,
-                               [this, id, gen, gone, node, delay](ZkCode code, const std::string& d,
-                                                                  const ZkStat&) {
+                               [this, s, id, gen, gone, node, delay](
+                                   ZkCode code, const std::string& d, const ZkStat&) {
                                  {
-                                   OnLoop l(this);
-                                   Contender* c = Find(id, gen);
+                                   OnLoop l(s);
+                                   Contender* c = s->Find(id, gen);
                                    if (c == nullptr || c->state != State::kWaiting) return;
                                    if (code != ZkCode::kOk || DecodeLockMark(d).released != node) {
-                                     StartLockDelay(c->segment, c->lock_path(), delay, "");
+                                     StartLockDelay(s, c->segment, c->lock_path(), delay, "");
                                    }
                                    gone();
                                  }
-                                 Deliver();
+                                 s->Deliver();
                                });
               return;
             }
             gone();
           } else {
-            Arm(c);  // data changed (a remote KeepAlive): watch again
+            Arm(s, c);  // data changed (a remote KeepAlive): watch again
           }
         }
-        Deliver();
+        s->Deliver();
       },
-      [this, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
+      [this, s, id, gen, gone](ZkCode code, const std::string& data, const ZkStat&) {
         {
-          OnLoop l(this);
-          Contender* c = Find(id, gen);
+          OnLoop l(s);
+          Contender* c = s->Find(id, gen);
           if (c == nullptr || c->state != State::kWaiting) return;
           if (code == ZkCode::kOk) {
             // The blocker's lock-delay (decoded only when it has one).
@@ -112,11 +113,11 @@ void EngineShard::Arm(Contender* c) {
               // The semaphore waiter's predecessor holds (its grant mark):
               // this one is now the first waiter. One more listing (its
               // second and last), then an exact decision.
-              Disarm(c);
+              Disarm(s, c);
               c->watching.clear();
-              SetState(c, State::kListing);
-              c->create_order = ++create_counter_;
-              RequestList(c->segment);
+              s->SetState(c, State::kListing);
+              c->create_order = ++s->create_counter_;
+              RequestList(s, c->segment);
             }
           }
           if (code == ZkCode::kNoNode) {
@@ -126,32 +127,32 @@ void EngineShard::Arm(Contender* c) {
             // another (EngineShard::Advance).
             c->probe_wanted = true;
             gone();
-            auto still = contenders_.find(id);
-            if (still != contenders_.end()) still->second->probe_wanted = false;
+            auto still = s->contenders_.find(id);
+            if (still != s->contenders_.end()) still->second->probe_wanted = false;
           } else if (IsRetryable(code)) {
             c->watch_key = 0;
-            Stall(c);
+            s->Stall(c);
           }
         }
-        Deliver();
+        s->Deliver();
       });
 }
 
 // Removes the watch a waiter leaves on its blocker, so an ended or
 // re-armed waiter does not keep a watch (outside the watch budget) until
 // that node changes.
-void EngineShard::Disarm(Contender* c) {
+void EngineShard::Waiters::Disarm(EngineShard* s, Contender* c) {
   if (c->watch_key != 0 && !c->watching.empty()) {
     // A node is watched by the contenders it blocks (one for a mutex; the
     // readers behind a writer) and, if it is this replica's, by its own
     // holder. The server's watch goes only when none of them is left.
-    bool only_watcher = by_path_.count(c->lock_path() + "/" + c->watching) == 0;
+    bool only_watcher = s->by_path_.count(c->lock_path() + "/" + c->watching) == 0;
     if (only_watcher && c->params.kind == ContenderKind::kShared) {
-      auto lk = locks_.find(c->segment);
-      if (lk != locks_.end()) {
+      auto lk = s->locks_.find(c->segment);
+      if (lk != s->locks_.end()) {
         for (uint64_t other : lk->second.ids) {
-          auto it = contenders_.find(other);
-          if (other != c->id && it != contenders_.end() && it->second->watch_key != 0 &&
+          auto it = s->contenders_.find(other);
+          if (other != c->id && it != s->contenders_.end() && it->second->watch_key != 0 &&
               it->second->watching == c->watching) {
             only_watcher = false;
             break;
@@ -162,23 +163,23 @@ void EngineShard::Disarm(Contender* c) {
     c->zk()->RemoveWatch(c->lock_path() + "/" + c->watching, c->watch_key, only_watcher);
   }
   c->watch_key = 0;
-  if (!c->more_watching.empty() || c->more_path_bytes > 0) DisarmMore(c);
+  if (!c->more_watching.empty() || c->more_path_bytes > 0) DisarmMore(s, c);
 }
 
 // Removes a semaphore first waiter's other watches. The server's watch on
 // a node goes only when no other local contender watches it (its own
 // holder, or the waiter behind it as its predecessor).
-void EngineShard::DisarmMore(Contender* c) {
+void EngineShard::Waiters::DisarmMore(EngineShard* s, Contender* c) {
   ++c->more_gen;
   for (const auto& [node, key] : c->more_watching) {
     if (key == 0) continue;
     const std::string path = c->lock_path() + "/" + node;
-    bool only_watcher = by_path_.count(path) == 0;
-    auto lk = locks_.find(c->segment);
-    if (only_watcher && lk != locks_.end()) {
+    bool only_watcher = s->by_path_.count(path) == 0;
+    auto lk = s->locks_.find(c->segment);
+    if (only_watcher && lk != s->locks_.end()) {
       for (uint64_t other : lk->second.ids) {
-        auto it = contenders_.find(other);
-        if (other == c->id || it == contenders_.end()) continue;
+        auto it = s->contenders_.find(other);
+        if (other == c->id || it == s->contenders_.end()) continue;
         const Contender* o = it->second.get();
         if (o->watch_key != 0 && o->watching == node) only_watcher = false;
         for (const auto& [n, k] : o->more_watching) {
@@ -195,15 +196,16 @@ void EngineShard::DisarmMore(Contender* c) {
   c->more_path_bytes = 0;
 }
 
-void EngineShard::NoteGone(const std::string& segment, const std::string& node) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end()) return;
+void EngineShard::Waiters::NoteGone(EngineShard* s, const std::string& segment,
+                                    const std::string& node) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end()) return;
   std::optional<ContenderName> gone = ParseContenderName(node);
   if (!gone) return;
   LockQueue& q = it->second.queue;
   if (!q.Erase(gone->sequence, node)) return;
-  const bool top = !handoff_from_;
-  if (top) handoff_from_ = Clock::now();
+  const bool top = !s->handoff_from_;
+  if (top) s->handoff_from_ = Clock::now();
   // Who may now hold or watch another node: the contender directly behind
   // (it watched the node, or a shared one watched an exclusive further
   // ahead and gains nothing: Advance finds the same blocker); and when an
@@ -216,7 +218,7 @@ void EngineShard::NoteGone(const std::string& segment, const std::string& node) 
   std::vector<Contender*> next;
   bool first = true;
   for (int32_t seq : WhoDecidesAgain(q, gone->sequence, gone->kind)) {
-    Contender* n = LocalOf(q.Find(seq));
+    Contender* n = s->LocalOf(q.Find(seq));
     if (n != nullptr && n->state == State::kWaiting && (first || n->watching == node)) {
       next.push_back(n);
     }
@@ -227,11 +229,11 @@ void EngineShard::NoteGone(const std::string& segment, const std::string& node) 
       n->watching.clear();
       n->watch_key = 0;
     }
-    Advance(n, false);
+    Advance(s, n, false);
   }
-  if (top) handoff_from_.reset();
-  RefreshPositions(segment, kFrontPositions);
-  ScheduleSweep(segment);
+  if (top) s->handoff_from_.reset();
+  RefreshPositions(s, segment, kFrontPositions);
+  ScheduleSweep(s, segment);
 }
 
 // A waiter whose view proved stale waits for its lock's probe, starting
@@ -239,11 +241,11 @@ void EngineShard::NoteGone(const std::string& segment, const std::string& node) 
 // starter's probe reads the other replicas' entries that can block it;
 // each waiter adds a read of its own node behind them when nothing local
 // blocks it, so that a grant the probe decides is confirmed by it.
-void EngineShard::JoinProbe(Contender* c, LockState& lock) {
-  Disarm(c);
+void EngineShard::Waiters::JoinProbe(EngineShard* s, Contender* c, LockState& lock) {
+  Disarm(s, c);
   c->watching.clear();
-  if (!c->probed_from) c->probed_from = handoff_from_;  // a handoff goes on
-  SessionSlot* slot = SlotOf(c->segment);
+  if (!c->probed_from) c->probed_from = s->handoff_from_;  // a handoff goes on
+  SessionSlot* slot = s->SlotOf(c->segment);
   const bool start = lock.probe == nullptr;
   if (start) {
     lock.probe = std::make_shared<Probe>();
@@ -261,7 +263,7 @@ void EngineShard::JoinProbe(Contender* c, LockState& lock) {
   const bool shared = c->params.kind == ContenderKind::kShared;
   const int64_t capacity =
       c->params.kind == ContenderKind::kSemaphore ? std::max<int32_t>(1, c->params.max_holders) : 1;
-  const size_t bound = options_.limits.max_contenders_per_lock;
+  const size_t bound = s->options_.limits.max_contenders_per_lock;
   int64_t local = 0;
   std::vector<std::string> remote;
   lock.queue.ForAhead(c->seq, [&](int32_t, const LockQueue::Entry& e) {
@@ -276,69 +278,70 @@ void EngineShard::JoinProbe(Contender* c, LockState& lock) {
   const std::string segment = c->segment, base = c->lock_path() + "/";
   for (const std::string& node : remote) {
     ++p->pending;
-    slot->zk->Exists(base + node, [this, segment, p, node](ZkCode code, const ZkStat&) {
+    slot->zk->Exists(base + node, [this, s, segment, p, node](ZkCode code, const ZkStat&) {
       {
-        OnLoop l(this);
-        if (shut_down_) return;
+        OnLoop l(s);
+        if (s->shut_down_) return;
         if (code == ZkCode::kNoNode) p->gone.push_back(node);
-        if (--p->pending == 0) OnProbed(segment, p);
+        if (--p->pending == 0) OnProbed(s, segment, p);
       }
-      Deliver();
+      s->Deliver();
     });
   }
   if (local < capacity) {
     ++p->pending;
     const uint64_t id = c->id;
     p->own_read.insert(id);
-    slot->zk->Exists(c->path(), [this, segment, p, id](ZkCode code, const ZkStat&) {
+    slot->zk->Exists(c->path(), [this, s, segment, p, id](ZkCode code, const ZkStat&) {
       {
-        OnLoop l(this);
-        if (shut_down_) return;
+        OnLoop l(s);
+        if (s->shut_down_) return;
         if (code == ZkCode::kOk) p->saw_own.insert(id);
-        if (--p->pending == 0) OnProbed(segment, p);
+        if (--p->pending == 0) OnProbed(s, segment, p);
       }
-      Deliver();
+      s->Deliver();
     });
   }
-  if (start && p->pending == 0) OnProbed(segment, p);  // nothing to read: decide as usual
+  if (start && p->pending == 0) OnProbed(s, segment, p);  // nothing to read: decide as usual
 }
 
 // The probe's replies are in: forget what they found gone (once, for every
 // waiter of this replica) and re-decide its waiters, each arming the usual
 // one watch on what really blocks it, or holding.
-void EngineShard::OnProbed(const std::string& segment, const std::shared_ptr<Probe>& p) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end() || it->second.probe != p) return;
+void EngineShard::Waiters::OnProbed(EngineShard* s, const std::string& segment,
+                                    const std::shared_ptr<Probe>& p) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end() || it->second.probe != p) return;
   LockState& lock = it->second;
   lock.probe.reset();
-  if (p->epoch != SlotOf(segment)->epoch) return;  // OnExpired queued its waiters again
+  if (p->epoch != s->SlotOf(segment)->epoch) return;  // OnExpired queued its waiters again
   size_t erased = 0;
   for (const std::string& node : p->gone) {
     std::optional<ContenderName> name = ParseContenderName(node);
     if (name && lock.queue.Erase(name->sequence, node)) ++erased;
   }
-  const bool top = !handoff_from_;
+  const bool top = !s->handoff_from_;
   for (const auto& [id, gen] : p->waiters) {
-    Contender* c = Find(id, gen);
+    Contender* c = s->Find(id, gen);
     if (c == nullptr || c->state != State::kWaiting || !c->watching.empty()) continue;
     const std::optional<Clock::time_point> from = std::exchange(c->probed_from, std::nullopt);
     c->probe_saw_node = p->saw_own.count(id) > 0;
-    if (top) handoff_from_ = from;  // the handoff's latency runs from its first departure
-    Advance(c, false);
-    if (top) handoff_from_.reset();
+    if (top) s->handoff_from_ = from;  // the handoff's latency runs from its first departure
+    Advance(s, c, false);
+    if (top) s->handoff_from_.reset();
   }
   if (erased > 0) {
-    RefreshPositions(segment, kFrontPositions);
-    ScheduleSweep(segment);
+    RefreshPositions(s, segment, kFrontPositions);
+    ScheduleSweep(s, segment);
   }
 }
 
-void EngineShard::NoteAllBefore(const std::string& segment, int32_t seq) {
-  auto it = locks_.find(segment);
-  if (it == locks_.end()) return;
+void EngineShard::Waiters::NoteAllBefore(EngineShard* s, const std::string& segment, int32_t seq) {
+  auto it = s->locks_.find(segment);
+  if (it == s->locks_.end()) return;
   if (it->second.queue.EraseRemoteBefore(seq) > 0) {
-    RefreshPositions(segment, kFrontPositions);
-    ScheduleSweep(segment);
+    RefreshPositions(s, segment, kFrontPositions);
+    ScheduleSweep(s, segment);
   }
 }
 
