@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/common/flags.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_holds.h"
 #include "server/engine/shard_liveness.h"
 #include "server/engine/shard_waiters.h"
 #include "server/engine/shard_writes.h"
@@ -30,7 +31,8 @@ EngineShard::EngineShard(ZkSession* session, size_t index, size_t count,
 #endif
       index_(index), count_(count), ids_(ids), slots_(1),
       writes_(std::make_unique<Writes>()), liveness_(std::make_unique<Liveness>()),
-      waiters_(std::make_unique<Waiters>()) {
+      waiters_(std::make_unique<Waiters>()),
+      holds_(std::make_unique<Holds>()) {
   SessionSlot* slot = &slots_[0];
   slot->index = index;
   slot->zk = session;
@@ -178,7 +180,7 @@ void EngineShard::Admit(uint64_t id, AcquireParams p, const std::string& segment
           c->wait_timer = 0;
           if (c->waiting() && c->sink) {
             ++stats_.timed_out;
-            FailWait(c, absl::DeadlineExceededError(absl::StrCat(
+            holds_->FailWait(this, c, absl::DeadlineExceededError(absl::StrCat(
                             "lock \"", c->params.name, "\" not acquired within wait_timeout ",
                             FormatDuration(c->params.wait_timeout))));
           }
@@ -246,11 +248,11 @@ void EngineShard::Step(Contender* c) {
       if (c->params.kind == ContenderKind::kSemaphore && !c->mark_written) {
         waiters_->WriteGrantMark(this, c, 0, CreateData(c), 5);  // its reply arms the own watch
       } else {
-        ArmOwn(c);
+        holds_->ArmOwn(this, c);
       }
       break;
     case State::kDeleting:
-      IssueDelete(c);
+      holds_->IssueDelete(this, c);
       break;
   }
 }
@@ -313,7 +315,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // empty): make it, then create again.
     if (++c->create_attempts > 5) {
       SetState(c, State::kPendingCreate);  // no node, nothing in flight: forgotten
-      FailWait(c, absl::UnavailableError(absl::StrCat(
+      holds_->FailWait(this, c, absl::UnavailableError(absl::StrCat(
                       "cannot create the lock node for \"", c->params.name, "\"")));
       return;
     }
@@ -331,7 +333,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
                       Stall(c);
                     } else if (!IsSessionGone(code)) {
                       SetState(c, State::kPendingCreate);  // no node: forgotten
-                      FailWait(c, ZkWriteFailure("creating the lock node", c->lock_path(), code));
+                      holds_->FailWait(this, c, ZkWriteFailure("creating the lock node", c->lock_path(), code));
                     }
                   }
                   Deliver();
@@ -351,7 +353,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
     // the contender is forgotten at once, not left in the tables (and the
     // per-lock limit and watch budget) until the session ends.
     SetState(c, State::kPendingCreate);
-    FailWait(c, ZkWriteFailure("creating the contender node", c->lock_path(), code));
+    holds_->FailWait(this, c, ZkWriteFailure("creating the contender node", c->lock_path(), code));
     return;
   }
   c->node = path.substr(path.rfind('/') + 1);
@@ -363,7 +365,7 @@ void EngineShard::OnCreated(uint64_t id, uint64_t gen, ZkCode code,
   if (c->abandoned || !c->sink) {
     // The caller gave up while the create was in flight.
     SetState(c, State::kDeleting);
-    IssueDelete(c);
+    holds_->IssueDelete(this, c);
     return;
   }
   // The listing sent behind the create (or the next one) decides.
@@ -384,7 +386,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
       } else if (code == ZkCode::kNoNode) {
         // No lock node, so our create never applied.
         if (c->abandoned || !c->sink) {
-          Forget(c);
+          holds_->Forget(this, c);
         } else {
           writes_->IssueCreate(this, c);
         }
@@ -396,7 +398,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
         }
         if (mine.empty()) {
           if (c->abandoned || !c->sink) {
-            Forget(c);
+            holds_->Forget(this, c);
           } else {
             writes_->IssueCreate(this, c);
           }
@@ -421,7 +423,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
                 waiters_->EnterQueue(this, c);
                 if (c->abandoned || !c->sink) {
                   SetState(c, State::kDeleting);
-                  IssueDelete(c);
+                  holds_->IssueDelete(this, c);
                 } else {
                   // A listing sent from here covers it (its create came first).
                   SetState(c, State::kListing);
@@ -431,7 +433,7 @@ void EngineShard::SearchOwnNode(Contender* c) {
                 by_path_.erase(c->path());
                 c->node.clear();
                 if (c->abandoned || !c->sink) {
-                  Forget(c);
+                  holds_->Forget(this, c);
                 } else {
                   writes_->IssueCreate(this, c);
                 }
@@ -463,7 +465,7 @@ void EngineShard::Release(uint64_t id) {
         c->ttl_timer = 0;
         SetState(c, State::kDeleting);
         if (c->slot->connected) {
-          IssueDelete(c);
+          holds_->IssueDelete(this, c);
         } else {
           c->stalled = true;
         }
@@ -473,7 +475,7 @@ void EngineShard::Release(uint64_t id) {
         // (a cancelled stream, by contrast, ends CANCELLED).
         NoteWaitEnded(c, AcquireResult::kCancelled);
         Finish(c, absl::OkStatus());
-        EndContender(c);
+        holds_->EndContender(this, c);
       }
     }
     Deliver();
@@ -518,7 +520,7 @@ void EngineShard::Abandon(uint64_t id) {
       Contender* c = it->second.get();
       c->sink = nullptr;
       Retally(c);
-      if (c->state != State::kDeleting) EndContender(c);
+      if (c->state != State::kDeleting) holds_->EndContender(this, c);
     }
     Deliver();
   });
@@ -538,7 +540,7 @@ void EngineShard::BeginDrain() {
         if (c->waiting() && c->sink) waiting.push_back(c.get());
       }
       for (Contender* c : waiting) {
-        FailWait(c, absl::UnavailableError(
+        holds_->FailWait(this, c, absl::UnavailableError(
                         "replica is draining (shutting down); retry elsewhere"));
       }
     }
@@ -555,7 +557,7 @@ void EngineShard::EndDrain() {
         if (c->state == State::kHeld && c->sink) held.push_back(c.get());
       }
       for (Contender* c : held) {
-        Lose(c, LostReason::kShutdown,
+        holds_->Lose(this, c, LostReason::kShutdown,
              "the replica shut down and the drain timeout ran out");
       }
     }

@@ -23,8 +23,8 @@
 // lock_queue.h; the contender state machine in engine_shard.cc (creating
 // the node, the entry points), its part EngineShard::Waiters
 // (shard_waiters.h: listings, advancing, positions in shard_queue.cc, a
-// waiter's one watch in shard_watch.cc) and engine_shard_hold.cc (grants,
-// holds, leases, endings); the session bookkeeping (connect, suspend,
+// waiter's one watch in shard_watch.cc) and its part EngineShard::Holds
+// (shard_holds.h: grants, holds, leases, endings); the session bookkeeping (connect, suspend,
 // expiry, heartbeat, bootstrap) in its part EngineShard::Liveness
 // (shard_liveness.h); the RPCs that do not contend (Release and
 // KeepAlive by lease id, Describe, List) in engine_shard_admin.cc, the
@@ -173,12 +173,18 @@ class EngineShard {
   void Admit(uint64_t id, AcquireParams p, const std::string& segment, SessionSlot* slot,
              size_t path_bytes, std::shared_ptr<ContenderSink> sink)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // The session's life and what it means for the contenders, and whether
-  // the shard serves (shard_liveness.h).
+  // The shard's parts, each a class of its own over the shard's state
+  // (their methods take the shard and require its loop role):
+  // - the session's life and what it means for the contenders, and whether
+  //   the shard serves (shard_liveness.h);
+  // - the waiting side: the view, listings, advance, positions, a waiter's
+  //   watch and probes, lock-delay (shard_waiters.h);
+  // - grants, holds, leases, and how a contender ends (shard_holds.h);
+  // - the writes of a loop turn sent together (shard_writes.h).
   class Liveness;
-  // The waiting side: the view, listings, advance, positions, a waiter's
-  // watch and probes, lock-delay (shard_waiters.h).
   class Waiters;
+  class Holds;
+  class Writes;
   SessionSlot* SlotOf(const std::string& segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The shard's session (every lock of the shard lives on it); no lock
   // needed.
@@ -236,46 +242,18 @@ class EngineShard {
   void CheckLoads() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
   void Step(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // The writes of a loop turn sent together (shard_writes.h): creates
-  // through writes_->IssueCreate, plain deletes through QueueDelete.
-  class Writes;
   void OnCreated(uint64_t id, uint64_t gen, ZkCode code, const std::string& path,
                  const ZkStat& stat) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void SearchOwnNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnGrantMarked(Contender* c, ZkCode code, int32_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The contender node's data as created.
   std::string CreateData(const Contender* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // `confirmed`: a read sent after the decision saw the node (a listing).
-  void Grant(Contender* c, bool confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Announce(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Requeue(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ArmOwn(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void DeferOwnWatch(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void ScheduleOwnWatches(EventLoop::Clock::time_point when) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnDeleteFoundNoNode(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void RenewTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // The ttl ran out: revoke unless the node's version shows a renewal.
-  void CheckTtl(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  // A read of the own node saw `data` at `version`: a renewal and/or a
-  // revocation request if its counters went up.
-  void NoteOwnNode(Contender* c, const std::string& data, int32_t version)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // The revocation request of waiter `c` to the holders ahead of it.
   void RequestRevokeOfHolders(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void TellRevoke(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   // Writes a revocation request into the node at `path` (read-modify-write
   // with its version, retried on a race); `done` on this engine's thread.
   void WriteRevoke(ZkSession* zk, const std::string& path, const std::string& requester,
                    const std::string& reason, int attempts,
                    std::function<void(absl::Status, const std::string& holder_identity)> done);
-  void Lose(Contender* c, LostReason reason, const std::string& message)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void FailWait(Contender* c, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void EndContender(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void IssueDelete(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  Contender* LocalSuccessor(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void OnDeleted(Contender* c, const std::string* confirmed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void Forget(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void Stall(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   Contender* LocalOf(const LockQueue::Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   Contender* Find(uint64_t id, uint64_t gen) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
@@ -287,7 +265,6 @@ class EngineShard {
   // snapshot, as ContendersOf.
   std::vector<Contender*> AllContenders() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   Contender* FindByPath(const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
-  void UpdateServing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void NoteWaitEnded(Contender* c, AcquireResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
   void NoteHoldEnded(Contender* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_role_);
 
@@ -335,37 +312,20 @@ class EngineShard {
   // entered a lock-delay (stats().locks_in_delay counts only these).
   std::set<std::string> loads_changed_ ABSL_GUARDED_BY(loop_role_);
   std::set<std::string> delayed_locks_ ABSL_GUARDED_BY(loop_role_);
-  // The loads LockLoads last published, by segment: a scrape copies these
-  // on its own thread; the loop reads only the locks that changed. Held by
-  // a scrape across its wait for the loop, so two scrapes apply their
-  // changes in the order the loop read them (the loop never takes it).
+  // What Later queued, for Deliver to run after the section.
   std::deque<std::function<void()>> pending_ ABSL_GUARDED_BY(loop_role_);
-  // Its parts: the writes of a loop turn sent together (shard_writes.h),
-  // the session's life (shard_liveness.h), the waiting side
-  // (shard_waiters.h). Fixed at construction; every
-  // method of a part requires the loop role.
+  // Its parts (see Liveness above), fixed at construction; every method
+  // of a part requires the loop role.
   const std::unique_ptr<Writes> writes_;
   const std::unique_ptr<Liveness> liveness_;
   const std::unique_ptr<Waiters> waiters_;
+  const std::unique_ptr<Holds> holds_;
   bool shut_down_ ABSL_GUARDED_BY(loop_role_) = false;
   // Set before the first Open (SetObserver), then only read; called
   // inside sections.
   EngineObserver* observer_ = nullptr;
   // Set while a departure is being noted: the start of a handoff.
   std::optional<EventLoop::Clock::time_point> handoff_from_ ABSL_GUARDED_BY(loop_role_);
-  // Set while a local handoff's transaction is being applied: the path of
-  // the successor whose node it checked (see LocalSuccessor).
-  std::optional<std::string> confirmed_path_ ABSL_GUARDED_BY(loop_role_);
-  // Holds whose own-node watch is deferred (DeferOwnWatch), in grant order,
-  // and the one timer that arms them.
-  static constexpr Millis kOwnWatchDelay{10};
-  struct PendingOwnWatch {
-    EventLoop::Clock::time_point due;
-    uint64_t id;
-    uint64_t own_gen;
-  };
-  std::deque<PendingOwnWatch> own_pending_ ABSL_GUARDED_BY(loop_role_);
-  EventLoop::TimerId own_batch_timer_ ABSL_GUARDED_BY(loop_role_) = 0;
 
   // Deliver is running (on the loop): a nested call leaves the work to it.
   bool delivering_ = false;

@@ -10,6 +10,7 @@
 #include "server/engine/engine_shard.h"
 #include "server/engine/gather.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_holds.h"
 #include "server/recipe/handoff_rules.h"
 #include "server/recipe/ordering.h"
 
@@ -59,7 +60,7 @@ void EngineShard::ReleaseLease(
                  c != nullptr && c->state == State::kHeld && c->sink) {
         // Our own stream holds it, but did not ask: it is told LOST(DELETED),
         // exactly as a holder on another replica would be.
-        Lose(c, LostReason::kDeleted, "released by lease id through the Release RPC");
+        holds_->Lose(this, c, LostReason::kDeleted, "released by lease id through the Release RPC");
         Later([done, holder = c->params.identity] { done(absl::OkStatus(), holder); });
       } else {
         auto deleted = [done, lease_id](ZkCode code, const std::string& holder) {
@@ -236,7 +237,7 @@ void EngineShard::KeepAlive(const std::string& lease_id,
           Later([done, not_found] { done(not_found()); });
         } else {
           // Local: renew without touching ZooKeeper.
-          if (c->params.ttl > Millis(0)) RenewTtl(c);
+          if (c->params.ttl > Millis(0)) holds_->RenewTtl(this, c);
           Millis valid = c->params.ttl;
           if (!slot->trusted(Clock::now())) valid = std::min(valid, slot->SafeFor(Clock::now()));
           Later([done, valid] { done(valid); });

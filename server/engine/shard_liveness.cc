@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_holds.h"
 #include "server/engine/shard_writes.h"
 
 namespace turnstile {
@@ -135,7 +136,7 @@ void EngineShard::Liveness::StepStalled(EngineShard* s, SessionSlot* slot) {
     auto it = s->contenders_.find(id);
     if (it == s->contenders_.end()) continue;
     Contender* c = it->second.get();
-    if (c->ttl_check_due && c->state == State::kHeld && c->announced) s->CheckTtl(c);
+    if (c->ttl_check_due && c->state == State::kHeld && c->announced) s->holds_->CheckTtl(s, c);
   }
 }
 
@@ -194,7 +195,7 @@ void EngineShard::Liveness::LoseGoneNode(EngineShard* s, Contender* c,
     // safe time (it was paused, or cut off): the deletion is most likely
     // the session's own expiry, seen late. Never send operators looking
     // for a Release that did not happen.
-    s->Lose(c, LostReason::kSessionExpired,
+    s->holds_->Lose(s, c, LostReason::kSessionExpired,
          "this replica lost contact with ZooKeeper for longer than the session timeout "
          "(paused or cut off): its session expired and the lock's node went with it");
     return;
@@ -217,9 +218,9 @@ void EngineShard::Liveness::LoseGoneNode(EngineShard* s, Contender* c,
       Contender* c = it->second.get();
       if (!c->node_gone || !c->sink) return;  // ended meanwhile
       if (code == ZkCode::kOk) {
-        s->Lose(c, LostReason::kDeleted, message);
+        s->holds_->Lose(s, c, LostReason::kDeleted, message);
       } else {
-        s->Lose(c, LostReason::kSessionExpired,
+        s->holds_->Lose(s, c, LostReason::kSessionExpired,
              "this replica's ZooKeeper session ended and the lock's node went with it");
       }
     }
@@ -251,7 +252,7 @@ void EngineShard::Liveness::ConfirmResume(EngineShard* s, Contender* c) {
         ev.refresh_within = RefreshWithin(*c->slot);
         s->Emit(c, ev);
       } else if (code == ZkCode::kNoNode) {
-        s->Lose(c, LostReason::kDeleted,
+        s->holds_->Lose(s, c, LostReason::kDeleted,
              "the lock's node was deleted while this replica was disconnected from "
              "ZooKeeper (Release by lease id, possibly through another replica, or an "
              "operator)");
@@ -299,7 +300,7 @@ void EngineShard::Liveness::Suspend(EngineShard* s, SessionSlot* slot) {
           c->stalled = true;
           continue;
         }
-        s->Lose(c, LostReason::kSessionExpired,
+        s->holds_->Lose(s, c, LostReason::kSessionExpired,
              slot->connected
                  ? "no heartbeat confirmed by the ZooKeeper leader within the session "
                    "timeout (this replica's ZooKeeper server may be cut off from the quorum)"
@@ -336,7 +337,7 @@ void EngineShard::Liveness::OnExpired(EngineShard* s, SessionSlot* slot) {
   for (Contender* c : all) {
     // Every node of the old session is gone.
     if (c->state == State::kHeld && c->announced) {
-      s->Lose(c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
+      s->holds_->Lose(s, c, LostReason::kSessionExpired, "the replica's ZooKeeper session expired");
     }
     if (c->state == State::kDeleting || c->abandoned || !c->sink) {
       if (c->state == State::kDeleting && c->sink) {
@@ -348,7 +349,7 @@ void EngineShard::Liveness::OnExpired(EngineShard* s, SessionSlot* slot) {
         s->Emit(c, ev);
         s->Finish(c, absl::OkStatus());
       }
-      s->Forget(c);
+      s->holds_->Forget(s, c);
       continue;
     }
     // Waiters queue again on the new session; they lose their place.

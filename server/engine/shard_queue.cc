@@ -14,6 +14,7 @@
 #include "client/common/flags.h"
 #include "server/engine/engine_shard.h"
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_holds.h"
 #include "server/engine/shard_waiters.h"
 #include "server/engine/shard_liveness.h"
 #include "server/recipe/ordering.h"
@@ -106,15 +107,15 @@ void EngineShard::Waiters::OnListed(EngineShard* s, const std::string& segment, 
     }
     for (Contender* c : gone) {
       if (c->state == State::kListing) {
-        s->FailWait(c, absl::AbortedError("this contender's node was deleted while it queued"));
+        s->holds_->FailWait(s, c, absl::AbortedError("this contender's node was deleted while it queued"));
       } else {
-        s->Requeue(c);
+        s->holds_->Requeue(s, c);
       }
     }
     if (lock.queue.size() > s->options_.limits.max_contenders_per_lock) {
       for (Contender* c : covered) {
         if (c->state != State::kListing) continue;
-        s->FailWait(c, absl::ResourceExhaustedError(absl::StrCat(
+        s->holds_->FailWait(s, c, absl::ResourceExhaustedError(absl::StrCat(
                         "lock \"", c->params.name, "\" has ", lock.queue.size() - 1,
                         " contenders; the limit is ", s->options_.limits.max_contenders_per_lock)));
       }
@@ -140,7 +141,7 @@ void EngineShard::Waiters::OnListed(EngineShard* s, const std::string& segment, 
     for (Contender* c : covered) s->Stall(c);  // Step() lists again
   } else if (code == ZkCode::kNoNode) {
     for (Contender* c : covered) {
-      s->FailWait(c, absl::AbortedError("the lock node vanished while queueing"));
+      s->holds_->FailWait(s, c, absl::AbortedError("the lock node vanished while queueing"));
     }
   }
   // Creates sent while this listing was in flight need one sent after them.
@@ -209,7 +210,7 @@ void EngineShard::Waiters::Advance(EngineShard* s, Contender* c, bool from_listi
   // disagreeing ahead of it (O(1) unless the view holds a disagreement).
   if (const LockQueue::Entry* other = FirstDisagreeingAhead(
           lock.queue, c->seq, c->params.kind, c->params.max_holders)) {
-    s->FailWait(c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
+    s->holds_->FailWait(s, c, absl::FailedPreconditionError(DisagreementMessage(c, *other)));
     return;
   }
   const bool probe_wanted = std::exchange(c->probe_wanted, false);
@@ -236,7 +237,7 @@ void EngineShard::Waiters::Advance(EngineShard* s, Contender* c, bool from_listi
     // In lock-delay: the previous hold ended involuntarily.
     if (c->params.wait_timeout == Millis(0)) {
       ++s->stats_.not_acquired_try_once;
-      s->FailWait(c, absl::FailedPreconditionError(absl::StrCat(
+      s->holds_->FailWait(s, c, absl::FailedPreconditionError(absl::StrCat(
                       "lock \"", c->params.name, "\" is in lock-delay for another ",
                       FormatDuration(std::chrono::ceil<Millis>(lock.delayed_until - Clock::now())),
                       " (its last hold ended involuntarily; try-once: wait_timeout is 0)")));
@@ -259,12 +260,12 @@ void EngineShard::Waiters::Advance(EngineShard* s, Contender* c, bool from_listi
     return;
   }
   if (ahead == nullptr) {
-    s->Grant(c, from_listing || probe_saw_node);
+    s->holds_->Grant(s, c, from_listing || probe_saw_node);
     return;
   }
   if (c->params.wait_timeout == Millis(0)) {
     ++s->stats_.not_acquired_try_once;
-    s->FailWait(c, absl::FailedPreconditionError(
+    s->holds_->FailWait(s, c, absl::FailedPreconditionError(
                     c->params.kind == ContenderKind::kSemaphore
                         ? absl::StrCat("semaphore \"", c->params.name, "\" has all ",
                                        c->params.max_holders,
@@ -445,16 +446,16 @@ void EngineShard::Waiters::WriteGrantMark(EngineShard* s, Contender* c, int32_t 
             Contender* c = it->second.get();
             if (c->state != State::kHeld || c->path() != path) return;
             if (code == ZkCode::kOk) {
-              s->NoteOwnNode(c, data, stat.version);  // the write it raced with counts
+              s->holds_->NoteOwnNode(s, c, data, stat.version);  // the write it raced with counts
               WriteGrantMark(s, c, stat.version, data, attempts - 1);
             } else {
-              s->OnGrantMarked(c, code, 0);
+              s->holds_->OnGrantMarked(s, c, code, 0);
             }
           }
           s->Deliver();
         });
       } else {
-        s->OnGrantMarked(c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
+        s->holds_->OnGrantMarked(s, c, code == ZkCode::kBadVersion ? ZkCode::kConnectionLoss : code,
                       stat.version);  // out of attempts: retried later, as a lost reply
       }
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/engine/engine_shard_internal.h"
+#include "server/engine/shard_holds.h"
 #include "server/engine/shard_waiters.h"
 
 namespace turnstile {
@@ -43,7 +44,7 @@ void EngineShard::Writes::EnsureClock(EngineShard* s, SessionSlot* slot) {
 
 void EngineShard::Writes::IssueCreate(EngineShard* s, Contender* c) {
   if (c->abandoned) {
-    s->Forget(c);
+    s->holds_->Forget(s, c);
     return;
   }
   s->SetState(c, State::kCreating);
@@ -101,7 +102,7 @@ void EngineShard::Writes::FlushCreates(EngineShard* s) {
       SendCreateBatch(s, slot, std::move(batch));
     }
   }
-  for (Contender* c : forget) s->Forget(c);
+  for (Contender* c : forget) s->holds_->Forget(s, c);
 }
 
 std::string EngineShard::Writes::CreatePrefix(const Contender* c) {
@@ -187,7 +188,7 @@ void EngineShard::Writes::OnCreateBatch(EngineShard* s, SessionSlot* slot, uint6
       Contender* c = s->Find(w.id, w.gen);
       if (c == nullptr || c->state != State::kCreating) continue;
       if (c->abandoned) {
-        s->Forget(c);
+        s->holds_->Forget(s, c);
         continue;
       }
       SendCreate(s, c);
@@ -230,9 +231,9 @@ void EngineShard::Writes::OnDeleteReply(EngineShard* s, Contender* c, ZkCode cod
     c->delete_retried = true;
     s->Stall(c);
   } else if (code == ZkCode::kNoNode) {
-    s->OnDeleteFoundNoNode(c);
+    s->holds_->OnDeleteFoundNoNode(s, c);
   } else {
-    s->OnDeleted(c, nullptr);  // deleted, or gone with the session
+    s->holds_->OnDeleted(s, c, nullptr);  // deleted, or gone with the session
   }
 }
 
@@ -275,7 +276,7 @@ void EngineShard::Writes::OnDeleteBatch(EngineShard* s, SessionSlot* slot, uint6
     Contender* c = s->Find(w.id, w.gen);
     if (c == nullptr) continue;
     if (applied) {
-      s->OnDeleted(c, nullptr);
+      s->holds_->OnDeleted(s, c, nullptr);
     } else if (request_failed) {
       OnDeleteReply(s, c, whole);
     } else {
